@@ -1,0 +1,35 @@
+"""The names berth reads on Kubernetes objects (DESIGN.md, "Kubernetes mapping")."""
+
+from __future__ import annotations
+
+PREFIX = "berth.dev/"
+
+# Pod annotations.
+TAGS = "berth.dev/tags"
+AFFINITY = "berth.dev/affinity"
+TRAITS = "berth.dev/traits"
+LOCALITY = "berth.dev/locality"
+AFFINITY_RULES = "berth.dev/affinity-rules"
+PACKAGE = "berth.dev/package"
+IMAGE = "berth.dev/image"
+PLACEMENT_POLICY = "berth.dev/placement-policy"
+
+POD_ANNOTATIONS = (TAGS, AFFINITY, TRAITS, LOCALITY, AFFINITY_RULES, PACKAGE, IMAGE, PLACEMENT_POLICY)
+
+# Pod labels.
+APP_NAME = "app.kubernetes.io/name"
+APP_VERSION = "app.kubernetes.io/version"
+
+# Node labels and annotations.
+NODE_TAG_PREFIX = "tag.berth.dev/"
+NODE_TRAITS = "berth.dev/traits"
+NODE_RESERVED = "berth.dev/reserved"
+NODE_PLATFORM = "berth.dev/platform"
+NODE_NEXT_REBOOT = "berth.dev/next-reboot"
+NODE_NIC_TAGS = "berth.dev/nic-tags"
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+
+# Size limits on what a pod may carry, so one annotation cannot cost the extender much.
+MAX_ANNOTATION_BYTES = 64 * 1024
+MAX_TAGS = 256
+MAX_TAG_LENGTH = 253

@@ -1,0 +1,68 @@
+"""Cluster snapshots: what `kubectl get nodes,pods,placementpolicies -A -o yaml` writes.
+
+A file holds a Kubernetes `List`, one object, or several YAML documents (lists may nest). Nodes and
+pods become the view; PlacementPolicy objects are kept as written for the policy vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.view import ClusterView
+from berth.errors import SnapshotError
+
+
+def read_documents(path: str | Path) -> list[dict[str, Any]]:
+    """Every object in a YAML or JSON file, with `List` kinds flattened."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SnapshotError(f"cannot read: {exc.strerror}", source=source) from exc
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise SnapshotError(f"not valid YAML or JSON: {exc}", source=source) from exc
+    return list(_flatten(docs, source))
+
+
+def _flatten(docs: list[Any], source: str) -> Iterator[dict[str, Any]]:
+    for doc in docs:
+        if not isinstance(doc, dict):
+            raise SnapshotError(f"expected Kubernetes objects, found {type(doc).__name__}", source=source)
+        if doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
+            yield from _flatten(doc["items"], source)
+        else:
+            yield doc
+
+
+@dataclass
+class Snapshot:
+    view: ClusterView
+    policies: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """A ClusterView of the nodes and pods in a file, and the PlacementPolicies as written."""
+    objects = read_documents(path)
+    view = ClusterView()
+    policies: list[dict[str, Any]] = []
+    pods = []
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind == "Node":
+            view.upsert_node(node_from_k8s(obj))
+        elif kind == "Pod":
+            pods.append(pod_from_k8s(obj))
+        elif kind == "PlacementPolicy":
+            policies.append(obj)
+    for pod in pods:
+        view.add_pod(pod)
+    return Snapshot(view=view, policies=policies, source=str(path))

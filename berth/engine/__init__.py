@@ -1,0 +1,56 @@
+"""The placement engine.
+
+Flow of one decision (`decide`):
+1. the pipeline compiles the pod's berth annotations once (a problem is a 400 Decision, never an
+   exception);
+2. the chain runs over the candidate nodes: `pipe` feeds each step the survivors of the one before,
+   `or` takes the first alternative that leaves any node; each step's `prepare` runs once per pod and
+   its per-node method reads only that state and the node's counters;
+3. hard filters remove nodes with a Reason (unmet or exhausted); the tier and soft filters set nodes
+   aside; scorers add weighted, normalised parts;
+4. the highest total among the nodes left wins, a tie is broken by the seed; nothing left is a 409
+   that names the user constraint that removed nodes;
+5. the Decision carries every node's result, the trace of every step, and the events for the pod.
+"""
+
+from berth.engine.chain import Member, Or, Pipe, describe, flatten
+from berth.engine.decide import Pipeline, decide
+from berth.engine.step import SKIP, NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, skip
+from berth.engine.types import (
+    Decision,
+    ErrorInfo,
+    Event,
+    Kind,
+    NodeResult,
+    Phase,
+    Reason,
+    ScorePart,
+    StepTrace,
+)
+
+__all__ = [
+    "SKIP",
+    "Decision",
+    "ErrorInfo",
+    "Event",
+    "Kind",
+    "Member",
+    "NodeFilter",
+    "NodeResult",
+    "Or",
+    "Phase",
+    "Pipe",
+    "Pipeline",
+    "PodContext",
+    "Reason",
+    "ScorePart",
+    "Scorer",
+    "SetFilter",
+    "Step",
+    "StepTrace",
+    "Tier",
+    "decide",
+    "describe",
+    "flatten",
+    "skip",
+]

@@ -1,0 +1,81 @@
+"""berth's exceptions.
+
+    BerthError
+    ├── SpecError                 400-like: what a user wrote is invalid
+    │   ├── InvalidAnnotation     a berth.dev/* annotation on a pod is malformed
+    │   ├── InvalidPolicy         a PlacementPolicy is malformed
+    │   ├── InvalidConfig         the allocator configuration is malformed
+    │   └── RuleCompileError      a regular expression or CEL rule does not compile
+    ├── NoFit                     409-like: the specification is valid but no node fits
+    ├── SnapshotError             a cluster snapshot file cannot be read
+    └── ClusterViewError          internal: the cluster view is inconsistent
+
+A node that a rule rejects is a `berth.engine.Reason`, never an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BerthError(Exception):
+    """Base class of every error berth raises on purpose."""
+
+    code: int = 500
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+
+
+class SpecError(BerthError):
+    """A specification a user wrote is invalid (HTTP 400)."""
+
+    code = 400
+
+    def __init__(self, message: str, *, field: str, errors: list[str] | None = None) -> None:
+        super().__init__(message, field=field)
+        self.field = field
+        # Every problem found, not just the first: `berth validate` prints them all.
+        self.errors = errors if errors is not None else [message]
+
+
+class InvalidAnnotation(SpecError):
+    """A berth.dev/* annotation on a pod is malformed."""
+
+
+class InvalidPolicy(SpecError):
+    """A PlacementPolicy is malformed."""
+
+
+class InvalidConfig(SpecError):
+    """The allocator configuration is malformed."""
+
+
+class RuleCompileError(SpecError):
+    """A regular expression or CEL rule does not compile or breaks a limit."""
+
+
+class NoFit(BerthError):
+    """The specification is valid but no node can host the pod (HTTP 409)."""
+
+    code = 409
+
+    def __init__(self, message: str, *, decision: Any = None) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+
+class SnapshotError(BerthError):
+    """A cluster snapshot file cannot be read or holds an unusable object."""
+
+    code = 400
+
+    def __init__(self, message: str, *, source: str) -> None:
+        super().__init__(f"{source}: {message}", source=source)
+        self.source = source
+
+
+class ClusterViewError(BerthError):
+    """The cluster view is internally inconsistent (a bug, not bad input)."""

@@ -1,0 +1,1 @@
+"""The vocabularies: each parses and validates what users write into engine steps."""

@@ -1,0 +1,143 @@
+"""Basic Kubernetes feasibility, for the offline path only.
+
+kube-scheduler checks these before it asks the extender, so the extender's chain leaves them out; an
+offline answer without them would be wrong. Their names start with `kube/` so their reasons are told
+apart from berth's own rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.cluster.model import Node, Pod, Taint
+from berth.cluster.view import NodeState
+from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.types import Kind, Reason
+
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+
+
+class NodeReady(NodeFilter):
+    name = "kube/node-ready"
+    summary = "hard: the node's Ready condition is True"
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        if state.node.ready:
+            return None
+        return Reason(self.name, Kind.UNMET, "node is not Ready")
+
+
+class NodeUnschedulable(NodeFilter):
+    name = "kube/node-unschedulable"
+    summary = "hard: the node is not cordoned, unless the pod tolerates that"
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        if not state.node.unschedulable:
+            return None
+        if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
+            return None
+        return Reason(self.name, Kind.UNMET, "node is cordoned (spec.unschedulable)")
+
+
+class TaintToleration(NodeFilter):
+    name = "kube/taints"
+    summary = "hard: the pod tolerates every NoSchedule and NoExecute taint of the node"
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        for taint in state.node.taints:
+            if taint.effect not in ("NoSchedule", "NoExecute"):
+                continue
+            if not any(t.tolerates(taint) for t in ctx.pod.tolerations):
+                return Reason(
+                    self.name, Kind.UNMET, "node has a taint the pod does not tolerate", {"taint": str(taint)}
+                )
+        return None
+
+
+class NodeAffinity(NodeFilter):
+    name = "kube/node-affinity"
+    summary = "hard: the node matches the pod's nodeSelector and required node affinity"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        if not ctx.pod.node_selector and not ctx.pod.required_node_affinity:
+            return skip("no nodeSelector or required node affinity")
+        return None
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        node = state.node
+        mismatch = {k: v for k, v in ctx.pod.node_selector.items() if node.labels.get(k) != v}
+        if mismatch:
+            return Reason(
+                self.name, Kind.UNMET, "node does not match the pod's nodeSelector", {"wanted": mismatch}
+            )
+        terms = (ctx.pod.required_node_affinity or {}).get("nodeSelectorTerms")
+        if ctx.pod.required_node_affinity and not any(term_matches(t, node) for t in terms or []):
+            return Reason(self.name, Kind.UNMET, "node does not match the pod's required node affinity")
+        return None
+
+
+def term_matches(term: dict[str, Any], node: Node) -> bool:
+    """A NodeSelectorTerm: its expressions and fields all hold. An empty term matches no node."""
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False
+    labels = node.labels
+    return all(_requirement(e, labels) for e in exprs) and all(
+        _requirement(f, {"metadata.name": node.name}) for f in fields
+    )
+
+
+def _requirement(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+    present = key in labels
+    value = labels.get(key)
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        try:
+            have, want = int(value or ""), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+class NodeResourcesFit(NodeFilter):
+    name = "kube/resources"
+    summary = "hard: the pod's requests fit the node's allocatable minus the requests of its pods"
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        self_pod = _self_on(state, ctx)
+        pods = len(state.pods) - (1 if self_pod else 0)
+        allowed = state.node.allocatable.get("pods")
+        if allowed is not None and pods + 1 > allowed:
+            return Reason(self.name, Kind.EXHAUSTED, "too many pods", {"pods": pods, "allocatable": allowed})
+        for resource, wanted in sorted(ctx.pod.requests.items()):
+            if wanted <= 0 or resource == "pods":
+                continue
+            used = state.requested.get(resource, 0) - (self_pod.requests.get(resource, 0) if self_pod else 0)
+            free = state.node.allocatable.get(resource, 0) - used
+            if wanted > free:
+                return Reason(
+                    self.name,
+                    Kind.EXHAUSTED,
+                    f"insufficient {resource}",
+                    {"requested": wanted, "free": max(free, 0)},
+                )
+        return None
+
+
+def _self_on(state: NodeState, ctx: PodContext) -> Pod | None:
+    if ctx.self_node != state.node.name:
+        return None
+    return state.pods.get(ctx.pod.key)
+
+
+STEPS = (NodeReady, NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit)
