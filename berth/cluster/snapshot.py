@@ -57,12 +57,15 @@ def load_snapshot(path: str | Path) -> Snapshot:
     pods = []
     for obj in objects:
         kind = obj.get("kind")
-        if kind == "Node":
-            view.upsert_node(node_from_k8s(obj))
-        elif kind == "Pod":
-            pods.append(pod_from_k8s(obj))
-        elif kind == "PlacementPolicy":
-            policies.append(obj)
+        try:
+            if kind == "Node":
+                view.upsert_node(node_from_k8s(obj))
+            elif kind == "Pod":
+                pods.append(pod_from_k8s(obj))
+            elif kind == "PlacementPolicy":
+                policies.append(obj)
+        except SnapshotError as exc:
+            raise SnapshotError(exc.message, source=str(path)) from exc
     for pod in pods:
         view.add_pod(pod)
     return Snapshot(view=view, policies=policies, source=str(path))

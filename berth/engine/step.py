@@ -46,17 +46,23 @@ class PodContext:
     prepared: dict[str, Any] = field(default_factory=dict)
     # Where the pod itself already sits, if the view holds it: it is never its own neighbour.
     self_node: str = ""
+    self_pod: Pod | None = None
 
     def __post_init__(self) -> None:
         placed = self.view.pod(self.pod.key)
         if placed is not None and placed.node_name and placed.same_pod(self.pod):
             self.self_node = placed.node_name
-            self._self = placed
+            self.self_pod = placed
+
+    def self_on(self, state: NodeState) -> Pod | None:
+        """The pod itself, when the view already has it on this node."""
+        return self.self_pod if self.self_node == state.node.name else None
 
     def neighbour_tag_count(self, state: NodeState, tag: str) -> int:
         """Pods of the pod's namespace on the node carrying `tag`, the pod itself excluded."""
         count = state.tag_count(self.pod.namespace, tag)
-        if self.self_node == state.node.name and tag in self._self.tags:
+        me = self.self_on(state)
+        if me is not None and tag in me.tags:
             count -= 1
         return count
 
@@ -64,7 +70,8 @@ class PodContext:
         """Pods of the pod's namespace, app name and version on the node, the pod itself excluded."""
         key = app_key(self.pod)
         count = state.apps.get(key, 0)
-        if self.self_node == state.node.name and app_key(self._self) == key:
+        me = self.self_on(state)
+        if me is not None and app_key(me) == key:
             count -= 1
         return count
 

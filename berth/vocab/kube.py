@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.cluster.model import Node, Pod, Taint
+from berth.cluster.model import Node, Taint
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
@@ -114,7 +114,7 @@ class NodeResourcesFit(NodeFilter):
     summary = "hard: the pod's requests fit the node's allocatable minus the requests of its pods"
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
-        self_pod = _self_on(state, ctx)
+        self_pod = ctx.self_on(state)
         pods = len(state.pods) - (1 if self_pod else 0)
         allowed = state.node.allocatable.get("pods")
         if allowed is not None and pods + 1 > allowed:
@@ -132,12 +132,6 @@ class NodeResourcesFit(NodeFilter):
                     {"requested": wanted, "free": max(free, 0)},
                 )
         return None
-
-
-def _self_on(state: NodeState, ctx: PodContext) -> Pod | None:
-    if ctx.self_node != state.node.name:
-        return None
-    return state.pods.get(ctx.pod.key)
 
 
 STEPS = (NodeReady, NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit)
