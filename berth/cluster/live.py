@@ -1,0 +1,266 @@
+"""The live cluster cache: list and watch Nodes, Pods and PlacementPolicies into one ClusterView.
+
+Each kind has a reflector that lists page by page, then watches from the list's resourceVersion with
+bookmarks, resumes from the last resourceVersion it saw when the stream ends, and relists (diffing
+against the view, so deletions in the gap are not lost) when the server answers 410 Gone. Everything
+runs in one event loop with the extender, so a decision always sees one consistent view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.kubeapi import ApiError, KubeClient
+from berth.cluster.model import Pod
+from berth.cluster.snapshot import Snapshot
+from berth.cluster.view import ClusterView
+from berth.errors import BerthError
+
+log = logging.getLogger("berth.cache")
+
+WATCH_TIMEOUT_SECONDS = 300
+RETRY_SECONDS = 2.0
+RESERVATION_SECONDS = 30.0  # a placement berth chose but the scheduler has not bound yet
+
+
+@dataclass
+class Kind:
+    name: str
+    path: str
+    params: dict[str, str]
+    apply: Callable[[dict[str, Any]], None]
+    delete: Callable[[dict[str, Any]], None]
+    keys: Callable[[], set[str]]
+    key_of: Callable[[dict[str, Any]], str]
+    forget: Callable[[str], None]
+    optional: bool = False  # a CRD that may not be installed
+
+
+def _meta_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+class Reflector:
+    def __init__(self, client: KubeClient, kind: Kind, cache: LiveCluster) -> None:
+        self.client = client
+        self.kind = kind
+        self.cache = cache
+        self.synced = asyncio.Event()
+        self.resource_version = ""
+        self.relists = 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if not self.resource_version:
+                    await self._relist()
+                await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                if exc.status == 410:
+                    log.info("%s: resourceVersion expired, relisting", self.kind.name)
+                    self.resource_version = ""
+                    continue
+                if exc.status == 404 and self.kind.optional:
+                    # The CRD is not installed (yet): nothing to cache, look again later.
+                    self.synced.set()
+                    await asyncio.sleep(10 * RETRY_SECONDS)
+                    continue
+                log.warning("%s: %s", self.kind.name, exc.message)
+                await asyncio.sleep(RETRY_SECONDS)
+            except Exception as exc:  # network errors, server restarts: retry from where we were
+                log.warning("%s: watch failed (%s: %s); retrying", self.kind.name, type(exc).__name__, exc)
+                self.cache.disconnected()
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def _relist(self) -> None:
+        items, rv = await self.client.list_pages(self.kind.path, self.kind.params)
+        seen = set()
+        for obj in items:
+            seen.add(self.kind.key_of(obj))
+            self.kind.apply(obj)
+        for gone in self.kind.keys() - seen:
+            self.kind.forget(gone)
+        self.resource_version = rv
+        self.relists += 1
+        self.cache.touched()
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params = {
+            **self.kind.params,
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
+        }
+        async for event in self.client.watch(self.kind.path, params):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                status = obj.get("code", 500)
+                raise ApiError(obj.get("message", "watch error"), status=status, reason=obj.get("reason", ""))
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if kind in ("ADDED", "MODIFIED"):
+                self.kind.apply(obj)
+            elif kind == "DELETED":
+                self.kind.delete(obj)
+            if rv:
+                self.resource_version = rv
+            self.cache.touched()
+
+
+class LiveCluster:
+    """A ClusterView fed by watches, with the placements berth made that the watch has not shown."""
+
+    def __init__(self, client: KubeClient, *, on_policy: Any = None) -> None:
+        self.client = client
+        self.view = ClusterView()
+        self.last_event = 0.0
+        self.connected = False
+        # pod uid -> (node, deadline): placed by berth, not yet seen bound by the watch
+        self._reserved: dict[str, tuple[str, float]] = {}
+        self.kinds = [
+            Kind(
+                "nodes",
+                "/api/v1/nodes",
+                {},
+                apply=self._apply_node,
+                delete=lambda o: self.view.remove_node(_meta_key(o)),
+                keys=lambda: set(self.view.node_names()),
+                key_of=_meta_key,
+                forget=self.view.remove_node,
+            ),
+            Kind(
+                "pods",
+                "/api/v1/pods",
+                {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+                apply=self._apply_pod,
+                delete=lambda o: self.view.remove_pod(_meta_key(o)),
+                keys=lambda: {p.key for p in self.view.pods()},
+                key_of=_meta_key,
+                forget=self.view.remove_pod,
+            ),
+        ]
+        if on_policy is not None:
+            self.kinds.append(on_policy(self))
+        self.reflectors = [Reflector(client, k, self) for k in self.kinds]
+        self._tasks: list[asyncio.Task] = []
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(r.run(), name=f"reflector-{r.kind.name}") for r in self.reflectors]
+        self._tasks.append(asyncio.create_task(self._after_sync(), name="cache-sync"))
+
+    async def _after_sync(self) -> None:
+        await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
+        # The cache's objects are long-lived: keep them out of every later collection.
+        gc.collect()
+        gc.freeze()
+        log.info("cache synced: %d nodes, %d pods", len(self.view), sum(1 for _ in self.view.pods()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.client.aclose()
+
+    def ready(self) -> bool:
+        return self.connected and all(r.synced.is_set() for r in self.reflectors)
+
+    def lag_seconds(self) -> float:
+        return time.monotonic() - self.last_event if self.last_event else float("inf")
+
+    def touched(self) -> None:
+        self.connected = True
+        self.last_event = time.monotonic()
+
+    def disconnected(self) -> None:
+        # Not ready until every kind has listed again: the view may have missed deletions.
+        self.connected = False
+        for reflector in self.reflectors:
+            reflector.synced.clear()
+            reflector.resource_version = ""
+
+    # -- applying objects ---------------------------------------------------------------------
+    def _apply_node(self, obj: dict[str, Any]) -> None:
+        try:
+            self.view.upsert_node(node_from_k8s(obj))
+        except BerthError as exc:
+            log.warning("ignoring node %s: %s", _meta_key(obj), exc.message)
+
+    def _apply_pod(self, obj: dict[str, Any]) -> None:
+        try:
+            pod = pod_from_k8s(obj)
+        except BerthError as exc:
+            log.warning("ignoring pod %s: %s", _meta_key(obj), exc.message)
+            return
+        reserved = self._reserved.get(pod.uid)
+        if reserved is not None:
+            node, deadline = reserved
+            if pod.node_name or pod.terminal or time.monotonic() > deadline:
+                del self._reserved[pod.uid]
+            else:
+                pod = msgspec.structs.replace(pod, node_name=node)
+        self.view.add_pod(pod)
+
+    # -- berth's own placements ---------------------------------------------------------------
+    def reserve(self, pod: Pod, node: str) -> None:
+        """Count the pod on `node` at once, before the binding is seen, so the next pod of a burst
+        sees it. A reservation the watch does not confirm within RESERVATION_SECONDS lapses."""
+        self._expire()
+        if pod.uid:
+            self._reserved[pod.uid] = (node, time.monotonic() + RESERVATION_SECONDS)
+        self.view.add_pod(msgspec.structs.replace(pod, node_name=node))
+
+    def release(self, pod: Pod) -> None:
+        """Undo a reservation (the binding failed)."""
+        self._reserved.pop(pod.uid, None)
+        current = self.view.pod(pod.key)
+        if current is not None and current.same_pod(pod):
+            self.view.add_pod(msgspec.structs.replace(current, node_name=""))
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for uid, (_node, deadline) in list(self._reserved.items()):
+            if now > deadline:
+                del self._reserved[uid]
+                pod = self.view.pod_by_uid(uid)
+                if pod is not None and pod.node_name and pod.phase == "Pending":
+                    self.view.add_pod(msgspec.structs.replace(pod, node_name=""))
+
+
+async def fetch_snapshot(kubeconfig: str | None = None) -> Snapshot:
+    """The cluster as it is now, read once (for `berth simulate --live`); writes nothing."""
+    from berth.cluster.kubeapi import load_credentials
+
+    client = KubeClient(load_credentials(kubeconfig))
+    try:
+        view = ClusterView()
+        nodes, _ = await client.list_pages("/api/v1/nodes")
+        pods, _ = await client.list_pages(
+            "/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
+        )
+        try:
+            policies, _ = await client.list_pages("/apis/berth.dev/v1alpha1/placementpolicies")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            policies = []
+        for obj in nodes:
+            view.upsert_node(node_from_k8s(obj))
+        for obj in pods:
+            view.add_pod(pod_from_k8s(obj))
+        return Snapshot(view=view, policies=policies, source="live")
+    finally:
+        await client.aclose()

@@ -1,0 +1,168 @@
+"""`berth serve`: the extender on a live cluster (list+watch) or on a snapshot file."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import socket
+from typing import Any
+
+import msgspec
+import uvicorn
+
+from berth.cluster.kubeapi import KubeClient, load_credentials
+from berth.cluster.live import LiveCluster
+from berth.cluster.model import Pod
+from berth.cluster.snapshot import load_snapshot
+from berth.cluster.view import ClusterView
+from berth.engine import Event, Pipeline
+from berth.extender.app import create_app
+from berth.extender.placer import Placer
+
+log = logging.getLogger("berth.extender")
+MAX_EVENT_MESSAGE = 1024
+
+
+class SnapshotCluster:
+    """A fixed view from a file: always ready; placements are kept in memory."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+
+    def ready(self) -> bool:
+        return True
+
+    def lag_seconds(self) -> float:
+        return 0.0
+
+    def reserve(self, pod: Pod, node: str) -> None:
+        self.view.add_pod(msgspec.structs.replace(pod, node_name=node))
+
+    def release(self, pod: Pod) -> None:
+        current = self.view.pod(pod.key)
+        if current is not None:
+            self.view.add_pod(msgspec.structs.replace(current, node_name=""))
+
+
+async def _no_binding(pod: Pod, node: str) -> None:
+    return None
+
+
+async def _log_events(pod: Pod, events: list[Event]) -> None:
+    for event in events:
+        log.info("%s %s %s: %s", pod.key, event.type, event.reason, event.message)
+
+
+def api_binder(client: KubeClient):
+    async def bind(pod: Pod, node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": pod.name,
+                "namespace": pod.namespace,
+                **({"uid": pod.uid} if pod.uid else {}),
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await client.post(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
+
+    return bind
+
+
+def api_recorder(client: KubeClient):
+    tasks: set[asyncio.Task] = set()
+    instance = socket.gethostname()
+
+    async def post(pod: Pod, event: Event) -> None:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+            "reason": event.reason,
+            "message": event.message[:MAX_EVENT_MESSAGE],
+            "type": event.type,
+            "source": {"component": "berth"},
+            "reportingComponent": "berth",
+            "reportingInstance": instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await client.post(f"/api/v1/namespaces/{pod.namespace}/events", body)
+        except Exception as exc:  # an event is best effort: never fail a verb for it
+            log.warning("event for %s not recorded: %s", pod.key, exc)
+
+    async def record(pod: Pod, events: list[Event]) -> None:
+        # Off the request path: the scheduler waits for the verb, not for the event.
+        for event in events:
+            task = asyncio.create_task(post(pod, event))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    return record
+
+
+def serve(
+    *,
+    host: str,
+    port: int,
+    online: Pipeline,
+    offline: Pipeline,
+    cluster_file: str | None = None,
+    kubeconfig: str | None = None,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    log_level: str = "info",
+) -> None:
+    async def main() -> None:
+        live: LiveCluster | None = None
+        if cluster_file:
+            cluster: Any = SnapshotCluster(load_snapshot(cluster_file).view)
+            placer = Placer(cluster, online=online, offline=offline, binder=_no_binding, recorder=_log_events)
+        else:
+            client = KubeClient(load_credentials(kubeconfig))
+            live = LiveCluster(client)
+            placer = Placer(
+                live, online=online, offline=offline, binder=api_binder(client), recorder=api_recorder(client)
+            )
+            await live.start()
+        app = create_app(placer)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            access_log=False,
+            http="httptools",
+            timeout_keep_alive=75,
+            ssl_certfile=certfile,
+            ssl_keyfile=keyfile,
+        )
+        server = uvicorn.Server(config)
+        try:
+            await server.serve()
+        finally:
+            if live is not None:
+                await live.stop()
+
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:  # pragma: no cover - uvloop is a dependency; stay usable without it
+        asyncio.run(main())

@@ -1,0 +1,221 @@
+"""The extender's HTTP verbs with kube-scheduler's exact wire shapes, served from a snapshot."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from berth.extender.app import create_app
+from berth.extender.placer import Placer
+from berth.extender.serve import SnapshotCluster
+from berth.pipeline import default_pipeline
+from tests.builders import node, pod, view
+
+
+@pytest.fixture
+def serve():
+    def _serve(*objects):
+        events: list[tuple[str, str, str]] = []
+        bound: list[tuple[str, str]] = []
+
+        async def binder(p, n):
+            bound.append((p.key, n))
+
+        async def recorder(p, evs):
+            events.extend((p.key, e.reason, e.message) for e in evs)
+
+        cluster = SnapshotCluster(view(*objects))
+        placer = Placer(
+            cluster,
+            online=default_pipeline(offline=False),
+            offline=default_pipeline(offline=True),
+            binder=binder,
+            recorder=recorder,
+        )
+        client = TestClient(create_app(placer))
+        client.events, client.bound, client.cluster = events, bound, cluster
+        return client
+
+    return _serve
+
+
+def _args(pod_obj, names):
+    return {"Pod": pod_obj, "Nodes": None, "NodeNames": names}
+
+
+def _schedule(client, pod_obj, names):
+    """What kube-scheduler does for one pod: filter, prioritize when more than one node is left,
+    pick the highest score, bind."""
+    result = client.post("/filter", json=_args(pod_obj, names)).json()
+    left = result["NodeNames"]
+    if not left:
+        return None, result
+    if len(left) == 1:
+        chosen = left[0]
+    else:
+        scores = client.post("/prioritize", json=_args(pod_obj, left)).json()
+        chosen = max(scores, key=lambda h: h["Score"])["Host"]
+    meta = pod_obj["metadata"]
+    bind = client.post(
+        "/bind",
+        json={
+            "PodName": meta["name"],
+            "PodNamespace": meta["namespace"],
+            "PodUID": meta["uid"],
+            "Node": chosen,
+        },
+    )
+    assert bind.json() == {"Error": ""}
+    return chosen, result
+
+
+def test_filter_answers_in_the_wire_shape_with_reasons_split_by_whether_preemption_can_help(serve):
+    client = serve(
+        node("free"),
+        node("busy"),
+        node("lonely"),
+        pod("batch", node="busy", tags=["batch"]),
+        pod("db", node="free", tags=["db"]),
+        pod("db2", node="busy", tags=["db"]),
+    )
+    new = pod("p", affinity={"require_with_tag": ["db"], "require_without_tag": ["batch"]}, uid="u1")
+    response = client.post("/filter", json=_args(new, ["free", "busy", "lonely"]))
+    assert response.status_code == 200
+    ns, batch, db = "namespace default on the node", '["batch"]', '["db"]'
+    assert response.json() == {
+        "Nodes": None,
+        "NodeNames": ["free"],
+        "FailedNodes": {
+            "busy": f"tags/require_without_tag: a pod of {ns} carries an excluded tag of {batch}"
+        },
+        "FailedAndUnresolvableNodes": {
+            "lonely": f"tags/require_with_tag: pods of {ns} do not carry every required tag {db}"
+        },
+        "Error": "",
+    }
+
+
+def test_full_node_objects_are_accepted_when_the_scheduler_is_not_node_cache_capable(serve):
+    client = serve(node("n1"), node("n2"))
+    body = {
+        "Pod": pod("p", uid="u"),
+        "Nodes": {"metadata": {}, "items": [node("n1"), node("n2")]},
+        "NodeNames": None,
+    }
+    assert client.post("/filter", json=body).json()["NodeNames"] == ["n1", "n2"]
+
+
+def test_set_aside_nodes_are_failed_with_a_set_aside_reason(serve):
+    client = serve(node("n1"), node("n2"), pod("c", node="n2", tags=["cache"]))
+    result = client.post(
+        "/filter", json=_args(pod("p", affinity={"prefer_with_tag": ["cache"]}, uid="u"), ["n1", "n2"])
+    )
+    assert result.json()["NodeNames"] == ["n2"]
+    assert result.json()["FailedNodes"]["n1"].startswith("set aside: tags/tag-affinity")
+
+
+def test_prioritize_gives_the_maximum_to_the_node_berth_chose(serve):
+    client = serve(node("n1"), node("n2"), node("n3"))
+    scores = client.post("/prioritize", json=_args(pod("p", uid="u"), ["n1", "n2", "n3"])).json()
+    assert sorted(h["Host"] for h in scores) == ["n1", "n2", "n3"]
+    assert sorted(h["Score"] for h in scores)[-1] == 10
+    assert all(0 <= h["Score"] <= 10 for h in scores)
+    assert len([h for h in scores if h["Score"] == 10]) == 1
+
+
+def test_a_burst_sees_every_earlier_placement_before_its_binding_is_watched(serve):
+    # Anti-affinity by tag: four pods that each refuse a node holding one of them, on three nodes.
+    client = serve(node("n1"), node("n2"), node("n3"))
+    names = ["n1", "n2", "n3"]
+    placed = []
+    for i in range(3):
+        new = pod(f"w{i}", tags=["web"], affinity={"require_without_tag": ["web"]}, uid=f"uid-{i}")
+        chosen, _ = _schedule(client, new, names)
+        placed.append(chosen)
+    assert sorted(placed) == names
+    fourth = pod("w3", tags=["web"], affinity={"require_without_tag": ["web"]}, uid="uid-3")
+    chosen, result = _schedule(client, fourth, names)
+    assert chosen is None
+    assert set(result["FailedNodes"]) == set(names)
+    refusals = [e for e in client.events if e[1] == "FailedPlacement"]
+    assert refusals and 'require_without_tag=["web"]' in refusals[0][2]
+
+
+def test_an_invalid_specification_fails_every_node_as_unresolvable_naming_the_annotation(serve):
+    client = serve(node("n1"), node("n2"))
+    result = client.post("/filter", json=_args(pod("p", affinity="{bad", uid="u"), ["n1", "n2"])).json()
+    assert result["NodeNames"] == []
+    assert set(result["FailedAndUnresolvableNodes"]) == {"n1", "n2"}
+    assert "annotation berth.dev/affinity" in result["FailedAndUnresolvableNodes"]["n1"]
+    assert [e[1] for e in client.events] == ["InvalidPlacementSpec"]
+
+
+def test_a_deprecated_weighted_affinity_gets_one_warning_event(serve):
+    client = serve(node("n1"), node("n2"))
+    new = pod("p", affinity={"web": -5}, uid="u")
+    for _ in range(3):
+        client.post("/filter", json=_args(new, ["n1", "n2"]))
+    warnings = [e for e in client.events if e[1] == "DeprecatedAffinity"]
+    assert len(warnings) == 1
+    assert '{"prefer_without_tag": ["web"]}' in warnings[0][2]
+
+
+def test_bind_records_one_placement_event_with_score_margin_and_candidates(serve):
+    client = serve(node("n1"), node("n2"), pod("c", node="n2", tags=["cache"]))
+    chosen, _ = _schedule(client, pod("p", affinity={"prefer_with_tag": ["cache"]}, uid="u"), ["n1", "n2"])
+    assert chosen == "n2"
+    assert client.bound == [("default/p", "n2")]
+    placed = [e for e in client.events if e[1] in ("Placed", "HadNoChoice")]
+    # n1 was only set aside by the preference: the pod had a choice, and the event says how it was made.
+    assert len(placed) == 1 and placed[0][1] == "Placed"
+    assert placed[0][2].startswith("placed on n2 with score 1")
+    assert "schedule have highest affinity: +1 on n2" in placed[0][2]
+
+
+def test_bind_records_had_no_choice_when_one_node_passed_the_hard_filters(serve):
+    client = serve(node("n1"), node("n2"), pod("b", node="n1", tags=["batch"]))
+    new = pod("p", affinity={"require_without_tag": ["batch"], "prefer_with_tag": ["x"]}, uid="u")
+    chosen, _ = _schedule(client, new, ["n1", "n2"])
+    assert chosen == "n2"
+    placed = [e for e in client.events if e[1] in ("Placed", "HadNoChoice")]
+    assert [e[1] for e in placed] == ["HadNoChoice"]
+    assert "without consulting preferences" in placed[0][2]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        pytest.param("/filter", b"{not json", id="filter with a body that is not JSON"),
+        pytest.param("/filter", b'{"Nodes": null}', id="filter without a Pod"),
+        pytest.param("/prioritize", b"[]", id="prioritize with a list"),
+        pytest.param("/bind", b'{"PodName": 3}', id="bind with a number for a name"),
+    ],
+)
+def test_a_malformed_body_is_a_400_not_a_crash(serve, path, body):
+    client = serve(node("n1"))
+    response = client.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert "error" in response.json()
+
+
+def test_simulate_answers_200_409_or_400_with_the_decision(serve):
+    client = serve(node("n1"), node("n2", ready=False))
+    ok = client.post("/simulate", json={"pod": pod("p"), "seed": 3})
+    assert ok.status_code == 200 and ok.json()["chosen"] == "n1" and ok.json()["seed"] == 3
+    assert ok.json()["nodes"][1]["reasons"] == ["kube/node-ready: node is not Ready"]
+    no_fit = client.post("/simulate", json={"pod": pod("p", affinity={"require_with_tag": ["x"]})})
+    assert no_fit.status_code == 409 and no_fit.json()["error"]["code"] == 409
+    invalid = client.post("/simulate", json={"pod": pod("p", tags=["", 1])})
+    assert invalid.status_code == 400 and "berth.dev/tags" in invalid.json()["error"]["message"]
+    assert client.post("/simulate", json={"nopod": 1}).status_code == 400
+
+
+def test_health_readiness_and_metrics(serve):
+    client = serve(node("n1"))
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").status_code == 200
+    client.post("/filter", json=_args(pod("p", uid="u"), ["n1"]))
+    text = client.get("/metrics").text
+    assert 'berth_extender_request_seconds_count{verb="filter"} 1.0' in text
+    assert 'berth_decisions_total{outcome="placed"} 1.0' in text
+    assert "berth_cache_nodes 1.0" in text
