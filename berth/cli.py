@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import signal
 import sys
@@ -14,15 +15,18 @@ import msgspec
 from berth import __version__
 from berth.cluster.convert import pod_from_k8s, pod_template
 from berth.cluster.model import Pod
-from berth.cluster.snapshot import load_snapshot, read_documents
+from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
 from berth.engine.decide import decide
 from berth.engine.types import Decision
-from berth.errors import BerthError
-from berth.pipeline import default_pipeline
-from berth.report import table
+from berth.errors import BerthError, InvalidPolicy
+from berth.pipeline import build_pipeline
+from berth.report import headroom_table, table
 from berth.validate import validate_files
+from berth.vocab.alloc.config import AllocatorConfig, load_config
+from berth.vocab.policy.files import load_policy_files
 
 EXIT_PLACED, EXIT_NO_FIT, EXIT_INVALID = 0, 1, 2
+CONFIG_HELP = "allocator configuration (allocationDescription, defaults, packages); see docs/allocator.md"
 
 
 def _exit_code(decisions: Sequence[Decision]) -> int:
@@ -40,8 +44,17 @@ def _pods_in(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    snapshot = load_snapshot(args.cluster)
-    pipeline = default_pipeline(offline=True)
+    try:
+        policies = load_policy_files(args.policy) if args.policy else None
+    except InvalidPolicy as exc:
+        for line in exc.errors:
+            print(f"berth: {line}", file=sys.stderr)
+        return EXIT_INVALID
+    snapshot = load_live_snapshot(args.kubeconfig) if args.live else load_snapshot(args.cluster)
+    if policies is not None:
+        # Like Drove's simulate-placement --placement-policy: these govern every simulated pod.
+        snapshot.view.override_policies(policies)
+    pipeline = build_pipeline(_allocator_config(args.config), offline=True)
     decisions = []
     for i, raw in enumerate(_pods_in(args.pod)):
         pod = pod_from_k8s(raw)
@@ -67,8 +80,86 @@ def _placed(pod: Pod, node: str) -> Pod:
     return msgspec.structs.replace(pod, node_name=node)
 
 
+def _allocator_config(path: str | None) -> AllocatorConfig | None:
+    """The allocator configuration of --config (None: berth's defaults); its warnings go to stderr."""
+    if path is None:
+        return None
+    config = load_config(path)
+    for warning in config.warnings:
+        print(f"berth: warning: {path}: {warning}", file=sys.stderr)
+    return config
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    from berth.vocab.alloc.headroom import headroom
+
+    config = _allocator_config(args.config)
+    snapshot = load_snapshot(args.cluster)
+    reports = [
+        headroom(pod_from_k8s(raw), snapshot.view, config or AllocatorConfig()) for raw in _pods_in(args.pod)
+    ]
+    if args.output == "json":
+        body: Any = reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
+        print(json.dumps(body, indent=2))
+    else:
+        print("\n\n".join(headroom_table(r) for r in reports))
+    return 0
+
+
+def load_live_snapshot(kubeconfig: str | None) -> Snapshot:
+    from berth.cluster.live import fetch_snapshot
+
+    return asyncio.run(fetch_snapshot(kubeconfig))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from berth.extender.serve import serve
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise BerthError("--tls-cert and --tls-key go together")
+    config = _allocator_config(args.config)
+    serve(
+        host=args.host,
+        port=args.port,
+        online=build_pipeline(config, offline=False),
+        offline=build_pipeline(config, offline=True),
+        cluster_file=args.cluster,
+        kubeconfig=args.kubeconfig,
+        certfile=args.tls_cert,
+        keyfile=args.tls_key,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    from berth.operator.run import OperatorOptions, run
+
+    if not args.webhook_self_signed and bool(args.webhook_cert) != bool(args.webhook_key):
+        raise BerthError("--webhook-cert and --webhook-key go together (or use --webhook-self-signed)")
+    if not args.webhook_self_signed and not args.webhook_cert:
+        raise BerthError(
+            "the webhook needs TLS: give --webhook-cert and --webhook-key, or --webhook-self-signed"
+        )
+    options = OperatorOptions(
+        namespaces=tuple(args.namespace),
+        peering=None if args.standalone else args.peering,
+        webhook_port=args.webhook_port,
+        webhook_addr=args.webhook_addr,
+        webhook_host=args.webhook_host,
+        webhook_cert=args.webhook_cert,
+        webhook_key=args.webhook_key,
+        webhook_ca=args.webhook_ca,
+        self_signed=args.webhook_self_signed,
+        manage_webhooks=args.manage_webhooks,
+        liveness=args.liveness,
+    )
+    run(options, kubeconfig=args.kubeconfig)
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    problems, checked = validate_files(args.files)
+    problems, checked = validate_files(args.files, config=_allocator_config(args.config))
     for line in problems:
         print(line)
     if problems:
@@ -90,14 +181,92 @@ def build_parser() -> argparse.ArgumentParser:
         "placed, 1 when nothing fits (409), 2 when the specification is invalid (400). Several pods in "
         "the pod file are placed in order, each seeing the ones before.",
     )
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
+    source.add_argument(
+        "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
+    )
     sim.add_argument(
-        "--cluster", required=True, metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml"
+        "--kubeconfig", metavar="FILE", help="with --live: the kubeconfig (default: $KUBECONFIG)"
     )
     sim.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
     sim.add_argument("--seed", type=int, help="make every random choice reproducible")
     sim.add_argument("--output", choices=("table", "json"), default="table")
     sim.add_argument("--detail", action="store_true", help="show the chain and what each step did")
+    sim.add_argument(
+        "--policy",
+        action="append",
+        metavar="FILE",
+        help='a PlacementPolicy or a bare policy tree {"type": ...}; repeatable. Given policies govern '
+        "every simulated pod, in place of the cluster's selectors and annotations",
+    )
+    sim.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     sim.set_defaults(func=cmd_simulate)
+
+    cap = sub.add_parser(
+        "capacity",
+        help="how many more pods of this shape fit, per node and in the cluster",
+        description="Count how many more pods shaped like the given pod each node, and the cluster, can "
+        "still take under the capacity filters of the allocator chain and its overprovision ratios, with "
+        "the resource that limits each node.",
+    )
+    cap.add_argument(
+        "--cluster", required=True, metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml"
+    )
+    cap.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
+    cap.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    cap.add_argument("--output", choices=("table", "json"), default="table")
+    cap.set_defaults(func=cmd_capacity)
+
+    srv = sub.add_parser(
+        "serve",
+        help="run the scheduler extender",
+        description="Serve the kube-scheduler extender verbs (POST /filter /prioritize /bind /preempt), the "
+        "Placement Simulation API (POST /simulate), /healthz, /readyz and /metrics. The cluster comes from "
+        "list+watch through the kubeconfig (or the pod's service account), or from a snapshot file.",
+    )
+    srv.add_argument("--cluster", metavar="FILE", help="serve from a snapshot file instead of a live cluster")
+    srv.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)"
+    )
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8888)
+    srv.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
+    srv.add_argument("--tls-key", metavar="FILE")
+    srv.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    srv.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    srv.set_defaults(func=cmd_serve)
+
+    op = sub.add_parser(
+        "operator",
+        help="run the operator: PlacementPolicy status and admission webhooks",
+        description="Compile every PlacementPolicy and write its Ready condition, observedGeneration and "
+        "governed pod count; serve the admission webhooks that refuse pods, workloads and policies with "
+        "invalid berth specifications (HTTPS).",
+    )
+    op.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    op.add_argument("--namespace", action="append", default=[], help="watch only this namespace (repeatable)")
+    peers = op.add_mutually_exclusive_group()
+    peers.add_argument("--peering", default="berth", help="kopf peering name: several replicas, one active")
+    peers.add_argument("--standalone", action="store_true", help="one replica, no peering objects")
+    op.add_argument("--webhook-addr", default="0.0.0.0", help="address the webhook listens on")
+    op.add_argument("--webhook-port", type=int, default=9443)
+    op.add_argument("--webhook-host", help="host name the API server uses to reach the webhook")
+    op.add_argument("--webhook-cert", metavar="FILE", help="serving certificate (e.g. from cert-manager)")
+    op.add_argument("--webhook-key", metavar="FILE")
+    op.add_argument("--webhook-ca", metavar="FILE", help="CA bundle for a managed webhook configuration")
+    op.add_argument(
+        "--webhook-self-signed", action="store_true", help="generate a CA and certificate (local runs)"
+    )
+    op.add_argument(
+        "--manage-webhooks",
+        action="store_true",
+        help="create the ValidatingWebhookConfiguration (local runs)",
+    )
+    op.add_argument(
+        "--liveness", metavar="URL", help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz"
+    )
+    op.set_defaults(func=cmd_operator)
 
     val = sub.add_parser(
         "validate",
@@ -106,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
         "problem; exit 2 when there is any.",
     )
     val.add_argument("files", nargs="+", metavar="FILE")
+    val.add_argument(
+        "--config", metavar="FILE", help="an allocator configuration whose packages the pods may name"
+    )
     val.set_defaults(func=cmd_validate)
     return parser
 
@@ -117,7 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except BerthError as exc:
-        print(f"berth: {exc.message}", file=sys.stderr)
+        lines = getattr(exc, "errors", None) or [exc.message]
+        for line in lines if len(lines) > 1 else [exc.message]:
+            print(f"berth: {line}", file=sys.stderr)
         return EXIT_INVALID
 
 

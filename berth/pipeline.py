@@ -1,23 +1,44 @@
 """The chain every pod runs through, built top to bottom in one place.
 
-Order (DESIGN.md, "How the vocabularies compose"):
+`build_pipeline(config, offline=...)` builds it from the allocator configuration's
+`allocationDescription`, or, without one, from berth's default chain (DESIGN.md, "How the
+vocabularies compose"; docs/allocator.md gives the reason for every position):
 1. basic Kubernetes feasibility, offline only: kube-scheduler has done it when the extender is asked;
-   cheap label and condition checks before the resource arithmetic;
-2. hard filters of the vocabularies: the tag constraints (explicit user intent, cheap counter reads);
-3. the tag-affinity tier: only the highest prefer_* sum goes on, before anything the operator
-   prefers, so the user's preference always beats spreading and packing.
+2. hard filters: first the node's own state (cheap, and later steps read node data), then what the
+   pod asks of the node (NIC tags, platform, traits), capacity under the overprovision ratios, strict
+   locality, the tag constraints, and the pod's PlacementPolicy (its CEL rules cost the most per node,
+   so they run on the fewest);
+3. the tag-affinity tier: the user's preference beats everything the operator prefers;
+4. soft filters, which never leave no node: the reservoir and the large-node reserve (each as an `or`
+   with identity), non-strict locality and spreading by owner;
+5. the allocator's scorers with the defaults' weights.
+
+A chain names the seed's algorithms (`hard-filter-min-ram`, with or without `alloc/`), berth's other
+steps by their names (`tags/require_with_tag`, `kube/resources`, `policy/placement-policy`), and custom
+algorithms (berth.vocab.alloc.custom).
 """
 
 from __future__ import annotations
 
-from berth.engine.chain import Member, Pipe
+from functools import partial
+from typing import Any
+
+from berth.engine.chain import Member, Or, Pipe
 from berth.engine.decide import Pipeline
 from berth.engine.step import Step
+from berth.errors import InvalidConfig
 from berth.vocab import kube
+from berth.vocab.alloc.base import AllocStep, Setup
+from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
+from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
+from berth.vocab.alloc.description import Description, names_in, parse_description
+from berth.vocab.alloc.registry import ALGORITHMS, lookup
 from berth.vocab.pod import compile_pod
+from berth.vocab.policy.steps import PlacementPolicyStep
 from berth.vocab.tag_steps import RequireWithoutTag, RequireWithTag, TagAffinityTier
 
-# Every step a chain may name, by name.
+# Every step of the other vocabularies a chain may name, by name (the allocator's are in
+# berth.vocab.alloc.registry, built with the configuration).
 REGISTRY: dict[str, type[Step]] = {
     cls.name: cls
     for cls in (
@@ -28,28 +49,147 @@ REGISTRY: dict[str, type[Step]] = {
         kube.NodeResourcesFit,
         RequireWithTag,
         RequireWithoutTag,
+        PlacementPolicyStep,
         TagAffinityTier,
     )
 }
 
+KUBE = (
+    kube.NodeReady.name,  # a node that is down or cordoned never takes pods
+    kube.NodeUnschedulable.name,
+    kube.TaintToleration.name,
+    kube.NodeAffinity.name,  # the pod's own node selection
+    kube.NodeResourcesFit.name,  # last of kube's: the only one that sums requests
+)
+POLICY_STEP = "policy/placement-policy"
+OVERRIDE = "override-overprovisioning"
+
+
+def default_description(*, offline: bool) -> Description:
+    """berth's default chain, in the configuration's words."""
+    chain: list[Any] = ["pipe"]
+    if offline:
+        chain += KUBE
+    chain += [
+        # The node's own state: cheap label and condition reads; later steps assume well-formed nodes.
+        "hard-filter-invalid-servers",
+        "hard-filter-running",
+        "hard-filter-force-failure",
+        "hard-filter-virtual-servers",
+        "hard-filter-reserved",
+        "hard-filter-headnode",
+        # What the pod, its image and its package ask of the node: one read of the node per step.
+        "hard-filter-vlans",
+        "hard-filter-platform-versions",
+        "hard-filter-feature-min-platform",
+        "hard-filter-traits",
+        # Capacity: the ratios first (they decide what the rest computes), then the pod count, then
+        # the resource sums. (hard-filter-capness is left out: on Kubernetes a pod without a CPU
+        # request or limit gets the lowest CPU weight and cannot starve capped pods.)
+        OVERRIDE,
+        "hard-filter-overprovision-ratios",
+        "hard-filter-vm-count",
+        "hard-filter-min-ram",
+        "hard-filter-min-cpu",
+        "hard-filter-min-disk",
+        "hard-filter-min-free-disk",
+        # Strict locality: set lookups in the hints resolved once per pod.
+        "calculate-locality-hints",
+        "hard-filter-locality-hints",
+        # The tag constraints (counter reads), then the pod's PlacementPolicy last among the hard
+        # filters: its CEL rules cost the most per node, so they run on the fewest.
+        "tags/require_with_tag",
+        "tags/require_without_tag",
+        *([POLICY_STEP] if POLICY_STEP in REGISTRY else []),
+        # The user's preference before anything the operator prefers.
+        "tags/tag-affinity",
+        # Soft: each of these leaves nodes whenever there are any.
+        ["or", "hard-filter-reservoir", "identity"],
+        ["or", "hard-filter-large-servers", "identity"],
+        "soft-filter-locality-hints",
+        # Scorers, weighted by the defaults' weight_*.
+        "score-unreserved-ram",
+        "score-unreserved-disk",
+        "score-num-owner-zones",
+        "score-current-platform",
+        "score-next-reboot",
+        "score-uniform-random",
+    ]
+    description, problems = parse_description(chain, "default chain")
+    assert not problems, problems
+    return description
+
+
+def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) -> Pipeline:
+    """The chain of the configuration (berth's default without allocationDescription), its steps
+    built with the configuration's weights, ratios and limits.
+
+    Offline (simulate), a configured chain that names no kube/ step is preceded by them, as the live
+    scheduler runs them before the extender; live, kube/ steps are left out.
+    """
+    config = config or DEFAULT_CONFIG
+    description = config.description or default_description(offline=offline)
+    names = names_in(description)
+    if not offline:
+        description = _without_kube(description) or ("pipe", "identity")
+    elif config.description is not None and not any(n in KUBE for n in names):
+        description = ("pipe", *KUBE, description)
+    override = any(n.removeprefix("alloc/") == OVERRIDE for n in names)
+    setup = Setup(config=config, override=override and not config.defaults.disable_override_overprovisioning)
+    chain = _member(description, "allocationDescription", setup)
+    return Pipeline(chain=chain, compile_pod=partial(compile_pod, config=config))
+
 
 def default_chain(*, offline: bool) -> Member:
-    members: list[Member] = []
-    if offline:
-        members += [
-            kube.NodeReady(),  # a node that is down or cordoned never takes pods
-            kube.NodeUnschedulable(),
-            kube.TaintToleration(),
-            kube.NodeAffinity(),  # the pod's own node selection
-            kube.NodeResourcesFit(),  # last of kube's: the only one that sums requests
-        ]
-    members += [
-        RequireWithTag(),  # hard tag constraints: counter reads per node
-        RequireWithoutTag(),
-        TagAffinityTier(),  # the seed's "schedule have highest affinity"
-    ]
-    return Pipe(tuple(members))
+    return build_pipeline(None, offline=offline).chain
 
 
 def default_pipeline(*, offline: bool = True) -> Pipeline:
-    return Pipeline(chain=default_chain(offline=offline), compile_pod=compile_pod)
+    return build_pipeline(None, offline=offline)
+
+
+def _without_kube(description: Description) -> Description | None:
+    command, members = description[0], []
+    for member in description[1:]:
+        if isinstance(member, tuple):
+            kept = _without_kube(member)
+            if kept is not None:
+                members.append(kept)
+        elif member not in KUBE:
+            members.append(member)
+    if not members:
+        return None
+    if command == "or" and len(members) == 1:
+        return members[0] if isinstance(members[0], tuple) else ("pipe", members[0])
+    return (command, *members)
+
+
+def _member(description: Description, where: str, setup: Setup) -> Member:
+    members = []
+    for i, item in enumerate(description[1:], 1):
+        path = f"{where}[{i}]"
+        members.append(_member(item, path, setup) if isinstance(item, tuple) else _step(item, path, setup))
+    return Pipe(tuple(members)) if description[0] == "pipe" else Or(tuple(members))
+
+
+def _step(name: str, where: str, setup: Setup) -> Step:
+    config = setup.config
+    found = lookup(name, config)
+    if found.refused:
+        raise InvalidConfig(
+            f"{where}: algorithm {name!r} has no meaning on Kubernetes: {found.refused}", field=where
+        )
+    if found.unknown:
+        hint = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
+        raise InvalidConfig(f"{where}: unknown algorithm {name!r}{hint}", field=where)
+    if found.kind == "alloc":
+        cls: type[Step] = ALGORITHMS[name.removeprefix("alloc/")]
+        return cls(setup) if issubclass(cls, AllocStep) else cls()  # type: ignore[call-arg]
+    if found.kind == "berth":
+        return REGISTRY[name]()
+    if found.kind == "config":
+        ref = config.algorithms[name]
+        label = f"algorithms.{name}"
+        return build(load_path(ref.path, label), config, ref.weight, label)
+    assert name in discovered()
+    return build(load_entry_point(name), config, None, f"entry point {name}")

@@ -1,8 +1,22 @@
-"""Decisions for people: an aligned table, and with --detail the chain step by step."""
+"""Decisions for people: an aligned table, and with --detail the chain step by step.
+
+The table has a column per score part that told nodes apart (a part that is 0 on every node adds
+nothing to read). The detail lists every step in the order it ran with what it did: the nodes it
+removed or set aside with the reason, the scores it gave, or the note of a step that skipped or only
+computes. On a large cluster a step that removed many nodes is summarised by reason, with a few of the
+nodes named, and a scorer shows its highest scores.
+"""
 
 from __future__ import annotations
 
-from berth.engine.types import Decision, NodeResult
+from collections import defaultdict
+
+from berth.engine.types import Decision, NodeResult, StepTrace
+from berth.vocab.alloc.headroom import Headroom
+
+# Above this many nodes in one step, --detail summarises instead of listing every node.
+DETAIL_NODES = 12
+EXAMPLES = 3
 
 
 def _fmt(value: float | None) -> str:
@@ -12,7 +26,7 @@ def _fmt(value: float | None) -> str:
 
 
 def _part_label(step: str) -> str:
-    return step.split("/", 1)[-1].upper()
+    return step.split("/", 1)[-1].removeprefix("score-").upper()
 
 
 def table(decision: Decision, *, detail: bool = False) -> str:
@@ -29,9 +43,11 @@ def table(decision: Decision, *, detail: bool = False) -> str:
 
     part_names: list[str] = []
     for node in decision.nodes:
-        for name in node.parts:
-            if name not in part_names:
+        for name, part in node.parts.items():
+            if name not in part_names and node.feasible and part.weighted:
                 part_names.append(name)
+    order = {name: i for i, name in enumerate(decision.chain)}
+    part_names.sort(key=lambda name: order.get(name, len(order)))
     header = ["", "NODE", "FEASIBLE", "SCORE", *(_part_label(p) for p in part_names), "REASONS"]
     rows = [header]
     for node in sorted(decision.nodes, key=_order):
@@ -58,17 +74,66 @@ def table(decision: Decision, *, detail: bool = False) -> str:
         for i, trace in enumerate(decision.steps, 1):
             note = f"  ({trace.note})" if trace.note else ""
             lines.append(f"{i:>2}. {trace.step} [{trace.phase}] {len(trace.remaining)} remaining{note}")
-            for node, reason in trace.removed.items():
-                lines.append(f"      - {node}: {reason}")
-            for node, part in trace.scores.items():
-                lines.append(
-                    f"      + {node}: raw {_fmt(part.raw)}, normalised {_fmt(part.normalised)}, "
-                    f"weighted {_fmt(part.weighted)}"
-                )
+            lines.extend(_removed(trace))
+            lines.extend(_scores(trace))
     return "\n".join(lines)
+
+
+def _removed(trace: StepTrace) -> list[str]:
+    if len(trace.removed) <= DETAIL_NODES:
+        return [f"      - {node}: {reason}" for node, reason in trace.removed.items()]
+    groups: dict[str, list[str]] = defaultdict(list)
+    for node, reason in trace.removed.items():
+        groups[reason.short()].append(node)
+    lines = []
+    for text, nodes in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        shown = ", ".join(nodes[:EXAMPLES]) + (", ..." if len(nodes) > EXAMPLES else "")
+        lines.append(f"      - {len(nodes)} node(s): {text} ({shown})")
+    return lines
+
+
+def _scores(trace: StepTrace) -> list[str]:
+    ranked = sorted(trace.scores.items(), key=lambda item: (-item[1].weighted, item[0]))
+    shown = ranked if len(ranked) <= DETAIL_NODES else ranked[:EXAMPLES]
+    lines = [
+        f"      + {node}: raw {_fmt(part.raw)}, normalised {_fmt(part.normalised)}, "
+        f"weighted {_fmt(part.weighted)}"
+        for node, part in shown
+    ]
+    if len(shown) < len(ranked):
+        lines.append(
+            f"      + ... {len(ranked) - len(shown)} more node(s), "
+            f"the lowest weighted {_fmt(ranked[-1][1].weighted)}"
+        )
+    return lines
 
 
 def _order(node: NodeResult) -> tuple:
     # Candidates first by score, then the set-aside, then the infeasible, each by name.
     rank = 0 if node.candidate else (1 if node.feasible else 2)
     return (rank, -(node.score or 0.0), node.name)
+
+
+def headroom_table(report: Headroom) -> str:
+    """`berth capacity` for people: per node how many more pods fit, what limits it, and the
+    unreserved resources against what one pod takes."""
+    total = "unbounded" if report.total is None else str(report.total)
+    filters = ", ".join(f.split("/", 1)[-1] for f in report.bounds) or "none"
+    lines = [f"pod {report.pod}: {total} more fit in the cluster   [capacity filters: {filters}]"]
+    header = ["NODE", "FITS", "LIMITED BY", "RAM MiB", "CPU", "DISK MiB", "PODS"]
+    rows = [header]
+    for node in sorted(report.nodes, key=lambda n: (-(n.fits if n.fits is not None else 1 << 62), n.name)):
+        cells = [node.name, "-" if node.fits is None else str(node.fits), node.limited_by or "-"]
+        for resource in ("ram", "cpu", "disk"):
+            free = node.unreserved.get(resource)
+            need = node.needed.get(resource)
+            cell = "" if free is None else _fmt(free)
+            if need is not None:
+                cell += f" / {_fmt(need)}"
+            cells.append(cell)
+        cells.append(str(node.pods))
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.append("(resources: unreserved / taken by one more pod)")
+    return "\n".join(lines)

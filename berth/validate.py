@@ -1,25 +1,64 @@
-"""Offline checks of what users write: berth annotations in pod and workload manifests."""
+"""Offline checks of what users write: berth annotations in pod and workload manifests, and
+PlacementPolicy objects (or bare policy trees `{"type": ...}`), every problem with its field path.
+
+Allocator configurations are checked too. A YAML document is one when its top level is a mapping
+without `kind` that has any of allocationDescription, defaults, packages and algorithms; a ConfigMap
+carrying one under the data key `allocator.yaml` is checked as well.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+import yaml
+
+from berth import annotations as ann
 from berth.cluster.convert import pod_from_k8s, pod_template
 from berth.cluster.snapshot import read_documents
-from berth.errors import BerthError
+from berth.errors import BerthError, InvalidConfig
+from berth.vocab.alloc.config import CONFIG_MAP_KEY, AllocatorConfig, looks_like_config, parse_config
 from berth.vocab.pod import check_annotations
+from berth.vocab.policy.compile import is_policy_tree, load_policy, load_tree, name_problem
+from berth.vocab.policy.model import KIND as POLICY_KIND
+
+CONFIG_KEY = CONFIG_MAP_KEY
 
 
 def _label(obj: dict[str, Any]) -> str:
+    if is_policy_tree(obj):
+        return "policy tree"
+    if looks_like_config(obj):
+        return "allocator configuration"
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
     return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
 
 
-def validate_object(obj: dict[str, Any]) -> list[str] | None:
-    """The problems of one object, or None when berth has nothing to check in it."""
+def _config_problems(data: Any) -> list[str]:
+    try:
+        parse_config(data)
+    except InvalidConfig as exc:
+        return list(exc.errors)
+    return []
+
+
+def validate_object(obj: dict[str, Any], *, config: AllocatorConfig | None = None) -> list[str] | None:
+    """The problems of one object, or None when berth has nothing to check in it. With an allocator
+    configuration, the packages pods name are checked against it."""
+    if looks_like_config(obj):
+        return _config_problems(obj)
+    if obj.get("kind") == "ConfigMap" and isinstance(obj.get("data"), dict) and CONFIG_KEY in obj["data"]:
+        try:
+            data = yaml.safe_load(obj["data"][CONFIG_KEY] or "") or {}
+        except yaml.YAMLError as exc:
+            return [f"data.{CONFIG_KEY}: not valid YAML: {exc}"]
+        return [f"data.{CONFIG_KEY}: {p}" for p in _config_problems(data)]
+    if obj.get("kind") == POLICY_KIND:
+        return list(load_policy(obj).errors)
+    if is_policy_tree(obj):
+        return list(load_tree(obj, label="policy").errors)
     template = pod_template(obj)
     if template is None:
         return None
@@ -27,11 +66,14 @@ def validate_object(obj: dict[str, Any]) -> list[str] | None:
         pod = pod_from_k8s(template)
     except BerthError as exc:
         return [exc.message]
-    problems, _spec = check_annotations(pod.annotations)
+    problems, _spec = check_annotations(pod.annotations, config=config, limits=pod.limits)
+    named = pod.annotations.get(ann.PLACEMENT_POLICY)
+    if named is not None and (problem := name_problem(named)):
+        problems.append(f"annotation {ann.PLACEMENT_POLICY}: {problem}")
     return problems
 
 
-def validate_files(paths: Iterable[str]) -> tuple[list[str], int]:
+def validate_files(paths: Iterable[str], *, config: AllocatorConfig | None = None) -> tuple[list[str], int]:
     """Every problem as "file: object: problem", and how many objects were checked."""
     problems: list[str] = []
     checked = 0
@@ -42,7 +84,7 @@ def validate_files(paths: Iterable[str]) -> tuple[list[str], int]:
             problems.append(exc.message)
             continue
         for obj in objects:
-            found = validate_object(obj)
+            found = validate_object(obj, config=config)
             if found is None:
                 continue
             checked += 1

@@ -38,7 +38,10 @@ def test_weights_100_and_1_map_to_one_prefer_list_so_a_node_with_only_b_ties_wit
         code, out = simulate(new, *cluster, seed=seed)
         assert code == 0
         by_name = {n["name"]: n for n in out["nodes"]}
-        assert by_name["has-a"]["score"] == by_name["has-b"]["score"] == 1
+        affinity = {
+            name: n["scoreParts"]["tags/tag-affinity"] for name, n in by_name.items() if n["feasible"]
+        }
+        assert affinity["has-a"] == affinity["has-b"] == 1
         assert by_name["has-a"]["candidate"] and by_name["has-b"]["candidate"]
         assert not by_name["empty"]["candidate"]
         chosen.add(out["chosen"])

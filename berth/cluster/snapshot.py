@@ -1,7 +1,7 @@
 """Cluster snapshots: what `kubectl get nodes,pods,placementpolicies -A -o yaml` writes.
 
-A file holds a Kubernetes `List`, one object, or several YAML documents (lists may nest). Nodes and
-pods become the view; PlacementPolicy objects are kept as written for the policy vocabulary.
+A file holds a Kubernetes `List`, one object, or several YAML documents (lists may nest). Nodes, pods
+and PlacementPolicy objects (compiled) become the view; the policies are also kept as written.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Snapshot:
 
 
 def load_snapshot(path: str | Path) -> Snapshot:
-    """A ClusterView of the nodes and pods in a file, and the PlacementPolicies as written."""
+    """A ClusterView of the nodes, pods and PlacementPolicies in a file, and the policies as written."""
     objects = read_documents(path)
     view = ClusterView()
     policies: list[dict[str, Any]] = []
@@ -64,6 +64,7 @@ def load_snapshot(path: str | Path) -> Snapshot:
                 pods.append(pod_from_k8s(obj))
             elif kind == "PlacementPolicy":
                 policies.append(obj)
+                view.upsert_policy(obj)  # an invalid one is kept, not Ready: the pods it governs are refused
         except SnapshotError as exc:
             raise SnapshotError(exc.message, source=str(path)) from exc
     for pod in pods:

@@ -3,16 +3,21 @@
 A rule asks a counter ("how many pods of namespace N carrying tag T are on this node"), never scans
 pods, so a decision costs O(candidate nodes x rules). The snapshot loader fills a view once; the live
 cache (and the extender's bind) keeps one up to date with add_pod / remove_pod / upsert_node.
+
+The view also holds the PlacementPolicy objects, compiled once per change (upsert_policy /
+remove_policy), and answers which of them govern a pod (policies_for).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.model import Node, Pod
+from berth.vocab.policy.compile import CompiledPolicy, missing_policy, reload_policy
 
 
 @dataclass(slots=True)
@@ -29,6 +34,8 @@ class NodeState:
     owners: Counter = field(default_factory=Counter)
     requested: Counter = field(default_factory=Counter)
     limited: Counter = field(default_factory=Counter)
+    # pods whose limits set no cpu: the allocator's "uncapped" instances (capness, min-cpu)
+    uncapped: int = 0
 
     def _count(self, pod: Pod, sign: int) -> None:
         if pod.tags:
@@ -46,6 +53,8 @@ class NodeState:
         for counter, values in ((self.requested, pod.requests), (self.limited, pod.limits)):
             for name, value in values.items():
                 counter[name] += sign * value
+        if not pod.limits.get("cpu"):
+            self.uncapped += sign
 
     def add(self, pod: Pod) -> None:
         self.pods[pod.key] = pod
@@ -62,6 +71,10 @@ class NodeState:
         return per_ns.get(tag, 0) if per_ns else 0
 
 
+# A uid prefix names a pod only from this many characters on (a short Docker-style id is 12).
+UID_PREFIX = 8
+
+
 def app_key(pod: Pod) -> tuple[str, str, str]:
     """The scope placement policies count in: namespace, app name and app version."""
     return (pod.namespace, pod.labels.get(ann.APP_NAME, ""), pod.labels.get(ann.APP_VERSION, ""))
@@ -76,6 +89,17 @@ class ClusterView:
         self._by_uid: dict[str, str] = {}
         # Pods bound to a node the view does not know (yet): attached when the node appears.
         self._orphans: dict[str, dict[str, Pod]] = {}
+        # (namespace, app name, app version) -> node name -> pods placed there (ctx.session of rules)
+        self._app_nodes: dict[tuple[str, str, str], Counter] = {}
+        # namespace -> name -> compiled PlacementPolicy
+        self._policies: dict[str, dict[str, CompiledPolicy]] = {}
+        # Policies that govern every pod regardless of selectors (`berth simulate --policy`).
+        self._override: tuple[CompiledPolicy, ...] | None = None
+        # Lookups of the allocator's locality hints and affinity rules, kept with every pod change:
+        # namespace -> pod key -> pod; uid prefix -> uids; namespace -> label key -> value -> pod keys.
+        self._by_namespace: dict[str, dict[str, Pod]] = {}
+        self._uid_prefix: dict[str, set[str]] = {}
+        self._labels: dict[str, dict[str, dict[str, set[str]]]] = {}
         self.generation = 0
         for node in nodes:
             self.upsert_node(node)
@@ -109,6 +133,48 @@ class ClusterView:
     def pods(self) -> Iterator[Pod]:
         return iter(self._pods.values())
 
+    def namespace_pods(self, namespace: str) -> Iterator[Pod]:
+        """The non-terminal pods of one namespace, placed or not."""
+        return iter(self._by_namespace.get(namespace, {}).values())
+
+    def pods_by_uid_prefix(self, prefix: str) -> list[Pod]:
+        """Pods whose uid starts with `prefix`, which has at least UID_PREFIX characters."""
+        if len(prefix) < UID_PREFIX:
+            return []
+        uids = self._uid_prefix.get(prefix[:UID_PREFIX], ())
+        pods = (self.pod_by_uid(uid) for uid in sorted(uids) if uid.startswith(prefix))
+        return [p for p in pods if p is not None]
+
+    def label_values(self, namespace: str, key: str) -> Mapping[str, set[str]]:
+        """Label value -> keys of the pods of `namespace` carrying label `key` with it; read-only."""
+        return self._labels.get(namespace, {}).get(key, {})
+
+    def app_nodes(self, key: tuple[str, str, str]) -> Mapping[str, int]:
+        """Node name -> pods of this (namespace, app name, app version) placed there; read-only."""
+        return self._app_nodes.get(key, {})
+
+    def policy(self, namespace: str, name: str) -> CompiledPolicy | None:
+        return self._policies.get(namespace, {}).get(name)
+
+    def policies(self) -> Iterator[CompiledPolicy]:
+        for per_ns in self._policies.values():
+            yield from per_ns.values()
+
+    def policies_for(self, pod: Pod) -> list[CompiledPolicy]:
+        """The PlacementPolicies that govern the pod, all of which must hold: the one its annotation
+        berth.dev/placement-policy names (a stand-in marked missing when there is none of that name),
+        else every policy of its namespace whose selector matches its labels, by name."""
+        if self._override is not None:
+            return list(self._override)
+        per_ns = self._policies.get(pod.namespace, {})
+        named = pod.annotations.get(ann.PLACEMENT_POLICY)
+        if named is not None:
+            name = named.strip()
+            return [per_ns.get(name) or missing_policy(pod.namespace, name)]
+        return [
+            p for _, p in sorted(per_ns.items()) if p.selector is not None and p.selector.matches(pod.labels)
+        ]
+
     # -- writing -------------------------------------------------------------------------------
     def upsert_node(self, node: Node) -> None:
         self.generation += 1
@@ -119,13 +185,15 @@ class ClusterView:
         state = NodeState(node=node)
         self._nodes[node.name] = state
         for pod in self._orphans.pop(node.name, {}).values():
-            state.add(pod)
+            self._attach(state, pod)
 
     def remove_node(self, name: str) -> None:
         self.generation += 1
         state = self._nodes.pop(name, None)
         if state is not None and state.pods:
             self._orphans[name] = dict(state.pods)
+            for pod in state.pods.values():
+                self._count_app(pod, name, -1)
 
     def add_pod(self, pod: Pod) -> None:
         """Add or replace a pod; terminal pods hold nothing and are dropped."""
@@ -134,12 +202,13 @@ class ClusterView:
         if pod.terminal:
             return
         self._pods[pod.key] = pod
+        self._index(pod, add=True)
         if pod.uid:
             self._by_uid[pod.uid] = pod.key
         if pod.node_name:
             state = self._nodes.get(pod.node_name)
             if state is not None:
-                state.add(pod)
+                self._attach(state, pod)
             else:
                 self._orphans.setdefault(pod.node_name, {})[pod.key] = pod
 
@@ -148,12 +217,78 @@ class ClusterView:
         if pod is None:
             return None
         self.generation += 1
+        self._index(pod, add=False)
         if pod.uid:
             self._by_uid.pop(pod.uid, None)
         if pod.node_name:
             state = self._nodes.get(pod.node_name)
-            if state is not None:
-                state.remove(key)
-            else:
+            if state is not None and state.remove(key) is not None:
+                self._count_app(pod, pod.node_name, -1)
+            elif state is None:
                 self._orphans.get(pod.node_name, {}).pop(key, None)
         return pod
+
+    def _index(self, pod: Pod, *, add: bool) -> None:
+        per_ns = self._by_namespace.setdefault(pod.namespace, {})
+        if add:
+            per_ns[pod.key] = pod
+        else:
+            per_ns.pop(pod.key, None)
+        if not per_ns:
+            del self._by_namespace[pod.namespace]
+        if pod.uid and len(pod.uid) >= UID_PREFIX:
+            uids = self._uid_prefix.setdefault(pod.uid[:UID_PREFIX], set())
+            (uids.add if add else uids.discard)(pod.uid)
+            if not uids:
+                del self._uid_prefix[pod.uid[:UID_PREFIX]]
+        if pod.labels:
+            by_key = self._labels.setdefault(pod.namespace, {})
+            for key, value in pod.labels.items():
+                by_value = by_key.setdefault(key, {})
+                keys = by_value.setdefault(value, set())
+                (keys.add if add else keys.discard)(pod.key)
+                if not keys:
+                    del by_value[value]
+                if not by_value:
+                    del by_key[key]
+            if not by_key:
+                del self._labels[pod.namespace]
+
+    def _attach(self, state: NodeState, pod: Pod) -> None:
+        state.add(pod)
+        self._count_app(pod, state.node.name, +1)
+
+    def _count_app(self, pod: Pod, node: str, sign: int) -> None:
+        key = app_key(pod)
+        per_node = self._app_nodes.setdefault(key, Counter())
+        per_node[node] += sign
+        if per_node[node] <= 0:
+            del per_node[node]
+        if not per_node:
+            del self._app_nodes[key]
+
+    # -- placement policies --------------------------------------------------------------------
+    def upsert_policy(self, obj: Mapping[str, Any]) -> CompiledPolicy:
+        """Add or replace a PlacementPolicy object; an unchanged spec is not compiled again. An
+        invalid one is kept, not Ready, with its errors: the pods it governs are refused."""
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        current = self.policy(meta.get("namespace") or "default", meta.get("name") or "")
+        compiled = reload_policy(current, obj)
+        self.generation += 1
+        self._policies.setdefault(compiled.namespace, {})[compiled.name] = compiled
+        return compiled
+
+    def remove_policy(self, namespace: str, name: str) -> CompiledPolicy | None:
+        per_ns = self._policies.get(namespace)
+        removed = per_ns.pop(name, None) if per_ns else None
+        if per_ns is not None and not per_ns:
+            del self._policies[namespace]
+        if removed is not None:
+            self.generation += 1
+        return removed
+
+    def override_policies(self, policies: Sequence[CompiledPolicy] | None) -> None:
+        """Make `policies` govern every pod regardless of selectors and annotations (None: back to
+        the policies of the view), as `berth simulate --policy` does."""
+        self.generation += 1
+        self._override = tuple(policies) if policies is not None else None

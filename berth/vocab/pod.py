@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from berth import annotations as ann
 from berth.cluster.model import Pod
 from berth.engine.types import Event
 from berth.errors import InvalidAnnotation
+from berth.vocab.alloc.request import ANNOTATIONS as ALLOC_ANNOTATIONS
+from berth.vocab.alloc.request import AllocRequest, compile_alloc
 from berth.vocab.tags import TagSpec, compile_tags
+
+if TYPE_CHECKING:
+    from berth.vocab.alloc.config import AllocatorConfig
 
 
 @dataclass(frozen=True, slots=True)
 class PodSpec:
     tags: TagSpec = field(default_factory=TagSpec)
     warnings: tuple[Event, ...] = ()
+    # The allocator's side: traits, locality, affinity rules, package, image, NIC tags.
+    alloc: AllocRequest = field(default_factory=AllocRequest)
 
 
-def compile_pod(pod: Pod) -> PodSpec:
-    """Every berth annotation of the pod, validated; InvalidAnnotation lists every problem."""
-    problems, spec = check_annotations(pod.annotations)
+def compile_pod(pod: Pod, *, config: AllocatorConfig | None = None) -> PodSpec:
+    """Every berth annotation of the pod, validated; InvalidAnnotation lists every problem. The
+    allocator configuration (the pipeline passes it) knows the packages a pod may name."""
+    problems, spec = check_annotations(pod.annotations, config=config, limits=pod.limits)
     if problems:
         message = problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems)
         field_ = problems[0].split(":", 1)[0].removeprefix("annotation ")
@@ -27,13 +36,22 @@ def compile_pod(pod: Pod) -> PodSpec:
     return spec
 
 
-def check_annotations(annotations: dict[str, str]) -> tuple[list[str], PodSpec]:
+def check_annotations(
+    annotations: dict[str, str],
+    *,
+    config: AllocatorConfig | None = None,
+    limits: dict[str, int] | None = None,
+) -> tuple[list[str], PodSpec]:
+    """The problems of a pod's berth annotations and what they compile to. Without a config the
+    package a pod names is not checked; with the pod's limits its RAM is checked against its image."""
     problems: list[str] = []
     tags, tag_problems = compile_tags(annotations)
     problems.extend(tag_problems)
+    alloc, alloc_problems = compile_alloc(annotations, config=config, limits=limits)
+    problems.extend(alloc_problems)
     warnings = list(tags.warnings)
     for key in annotations:
-        if key.startswith(ann.PREFIX) and key not in ann.POD_ANNOTATIONS:
+        if key.startswith(ann.PREFIX) and key not in ann.POD_ANNOTATIONS and key not in ALLOC_ANNOTATIONS:
             warnings.append(
                 Event(
                     "Warning",
@@ -41,4 +59,4 @@ def check_annotations(annotations: dict[str, str]) -> tuple[list[str], PodSpec]:
                     f"annotation {key} is not one berth reads (a misspelling?)",
                 )
             )
-    return problems, PodSpec(tags=tags, warnings=tuple(warnings))
+    return problems, PodSpec(tags=tags, warnings=tuple(warnings), alloc=alloc)

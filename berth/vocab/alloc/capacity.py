@@ -1,0 +1,235 @@
+"""The allocator's capacity filters: what nodes promise under overprovision ratios, and the guards
+around it (pod count, CPU capness, ratios that must agree, the reserve of large nodes).
+
+Kubernetes' own NodeResourcesFit counts requests against allocatable; these count limits against
+allocatable x ratio, so a node is never promised more than its operator allows (base.py has the
+arithmetic). A shortage is `exhausted`: evicting pods could free the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from berth.cluster.view import NodeState
+from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
+from berth.engine.types import Kind, Phase, Reason
+from berth.vocab.alloc.base import (
+    MIB,
+    AllocStep,
+    fits,
+    mib,
+    needed,
+    node_use,
+    request,
+    self_pod,
+    sizes,
+    unreserved,
+)
+
+UNITS = {"ram": "MiB RAM", "cpu": "cpu_cap", "disk": "MiB disk"}
+LARGE_SHARE = 0.15
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    size: float
+    source: str
+    pod_ratios: dict[str, float]
+
+
+class _MinResource(AllocStep, NodeFilter):
+    resource = ""
+    what = ""  # the skip text when the pod has none of the resource
+
+    def prepare(self, ctx: PodContext) -> Any:
+        if not self.defaults.filter_min_resources:
+            return skip("filter_min_resources is false")
+        size = sizes(ctx)
+        if size.of(self.resource) <= 0:
+            return skip(self.what)
+        return _Need(size.of(self.resource), size.source(self.resource), self.setup.pod_ratios(request(ctx)))
+
+    def check(self, state: NodeState, prepared: _Need, ctx: PodContext) -> Reason | None:
+        node_ratios = self.setup.node_ratios(state.node)
+        use = node_use(state, ctx)
+        free = unreserved(use, node_ratios, self.resource)
+        need = needed(prepared.size, self.resource, prepared.pod_ratios, node_ratios)
+        if fits(free, need):
+            return None
+        ratio = prepared.pod_ratios.get(self.resource)
+        per = f", overprovision ratio {ratio:g}" if ratio else ""
+        values: dict[str, Any] = {"unreserved": mib(free), "needed": mib(need)}
+        return Reason(
+            self.name,
+            Kind.EXHAUSTED,
+            f"not enough unreserved {self.label} for the pod's {mib(prepared.size)} {UNITS[self.resource]} "
+            f"({prepared.source}{per})",
+            values,
+        )
+
+    @property
+    def label(self) -> str:
+        return {"ram": "RAM", "cpu": "CPU", "disk": "disk"}[self.resource]
+
+
+class HardFilterMinRam(_MinResource):
+    name = "alloc/hard-filter-min-ram"
+    summary = "hard: unreserved RAM (allocatable - limits / ratio) covers the pod's RAM / ratio"
+    resource = "ram"
+    what = "the pod has no memory limit or request and no package RAM"
+
+
+class HardFilterMinCpu(_MinResource):
+    name = "alloc/hard-filter-min-cpu"
+    summary = "hard: unreserved CPU (allocatable - CPU caps / ratio) covers the pod's CPU cap / ratio"
+    resource = "cpu"
+    what = "the pod has no CPU cap (no cpu limit or request, no package cpu_cap)"
+
+
+class HardFilterMinDisk(_MinResource):
+    name = "alloc/hard-filter-min-disk"
+    summary = "hard: unreserved ephemeral storage covers the pod's disk quota / ratio"
+    resource = "disk"
+    what = "the pod has no ephemeral-storage limit or request and no package quota"
+
+
+class HardFilterMinFreeDisk(AllocStep, NodeFilter):
+    name = "alloc/hard-filter-min-free-disk"
+    summary = "hard: allocatable ephemeral storage minus the pods' requests is at least minimum_free_disk"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        minimum = self.defaults.minimum_free_disk
+        return skip("no minimum_free_disk set") if minimum is None else minimum
+
+    def check(self, state: NodeState, prepared: int, ctx: PodContext) -> Reason | None:
+        used = state.requested.get("ephemeral-storage", 0)
+        me = self_pod(state, ctx)
+        if me is not None:
+            used -= me.requests.get("ephemeral-storage", 0)
+        free = max(0, state.node.allocatable.get("ephemeral-storage", 0) - used) // MIB
+        if free >= prepared:
+            return None
+        return Reason(
+            self.name,
+            Kind.EXHAUSTED,
+            f"node has less free disk than minimum_free_disk={prepared} MiB",
+            {"free": free},
+        )
+
+
+class HardFilterVmCount(AllocStep, NodeFilter):
+    name = "alloc/hard-filter-vm-count"
+    summary = "hard: the node hosts fewer pods than filter_vm_limit"
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        limit = self.defaults.filter_vm_limit
+        pods = node_use(state, ctx).pods
+        if pods < limit:
+            return None
+        return Reason(
+            self.name,
+            Kind.EXHAUSTED,
+            f"node hosts the maximum of {limit} pods (filter_vm_limit)",
+            {"pods": pods},
+        )
+
+
+class HardFilterCapness(AllocStep, NodeFilter):
+    name = "alloc/hard-filter-capness"
+    summary = "hard: pods with and without a CPU cap do not share a node (filter_capness)"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        if not self.defaults.filter_capness:
+            return skip("filter_capness is false")
+        return sizes(ctx).cpu > 0
+
+    def check(self, state: NodeState, prepared: bool, ctx: PodContext) -> Reason | None:
+        use = node_use(state, ctx)
+        capped = use.pods - use.uncapped
+        if prepared and use.uncapped:
+            return Reason(
+                self.name,
+                Kind.EXHAUSTED,
+                "the pod has a CPU cap and the node hosts pods without one",
+                {"uncapped_pods": use.uncapped},
+            )
+        if not prepared and capped:
+            return Reason(
+                self.name,
+                Kind.EXHAUSTED,
+                "the pod has no CPU cap (no cpu limit or request) and the node hosts pods with one",
+                {"capped_pods": capped},
+            )
+        return None
+
+
+def canonical(ratio: float | None) -> str | None:
+    """Ratios compare with two decimals (1.001 is 1.00)."""
+    return None if not ratio else f"{ratio:.2f}"
+
+
+class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
+    name = "alloc/hard-filter-overprovision-ratios"
+    summary = "hard: the node's overprovision ratios are the ones the pod's package asks for"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        if self.setup.override:
+            ratios = ", ".join(f"{k} {v:g}" for k, v in self.setup.default_ratios().items())
+            return skip(f"override-overprovisioning is in force: every node and pod use {ratios}")
+        package = request(ctx).package
+        if package is None:
+            return skip("the pod names no package")
+        return package
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        node_ratios = self.setup.node_ratios(state.node)
+        for resource in ("cpu", "ram", "disk"):
+            want = canonical(prepared.ratios.get(resource))
+            if want is None:
+                continue  # the seed: a ratio not given does not matter
+            have = canonical(node_ratios[resource])
+            if want != have:
+                return Reason(
+                    self.name,
+                    Kind.UNMET,
+                    f"package {prepared.name} asks overprovision ratio {resource} {want}",
+                    {"node_ratio": have},
+                )
+        return None
+
+    def constraint(self, prepared: Any) -> str | None:
+        return f"the overprovision ratios of package {prepared.name}"
+
+
+class HardFilterLargeServers(AllocStep, SetFilter):
+    """Keeps the largest nodes in reserve for large pods: the 15% of nodes with the most unreserved
+    RAM (floor, so nothing for 6 nodes or fewer). Wrap it as [or, hard-filter-large-servers, identity]
+    so it can never leave no node."""
+
+    name = "alloc/hard-filter-large-servers"
+    summary = "hard: the 15% of nodes with the most unreserved RAM are kept in reserve"
+    phase = Phase.HARD
+
+    def prepare(self, ctx: PodContext) -> Any:
+        return None if self.defaults.filter_large_servers else skip("filter_large_servers is false")
+
+    def select(self, states: Sequence[NodeState], prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+        count = (len(states) * 3) // 20  # floor(n x 0.15) without floating point
+        if count < 1:
+            return {}
+        free = {
+            s.node.name: unreserved(node_use(s, ctx), self.setup.node_ratios(s.node), "ram") for s in states
+        }
+        largest = sorted(free, key=lambda name: (-free[name], name))[:count]
+        return {
+            name: Reason(
+                self.name,
+                Kind.UNMET,
+                f"kept in reserve: among the {count} of {len(states)} nodes (15%) with the most "
+                "unreserved RAM",
+                {"unreserved_ram": mib(free[name])},
+            )
+            for name in largest
+        }

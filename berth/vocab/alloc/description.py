@@ -1,0 +1,86 @@
+"""The seed's chain description: `["pipe" | "or", member, ...]`, members being algorithm names or
+nested lists. A pipe needs a member, an or two; every problem names its path
+(`allocationDescription[2][1]`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from berth.vocab.json_annotation import show
+
+if TYPE_CHECKING:
+    from berth.vocab.alloc.config import AllocatorConfig
+
+Description = tuple[Any, ...]  # ("pipe" | "or", member, ...) with members names or nested tuples
+MAX_DEPTH = 16
+MAX_MEMBERS = 256
+
+
+def show_value(value: Any) -> str:
+    try:
+        return show(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def parse_description(raw: Any, where: str, depth: int = 0) -> tuple[Description, list[str]]:
+    """The seed's chain: a list whose first element is the command (`pipe` or `or`), then members,
+    each an algorithm name or a nested list. A pipe needs a member, an or two."""
+    if not isinstance(raw, list) or not raw:
+        return (), [
+            f'{where}: should be a list whose first element is "pipe" or "or", found {show_value(raw)}'
+        ]
+    if depth >= MAX_DEPTH:
+        return (), [f"{where}: lists are nested more than {MAX_DEPTH} deep"]
+    command, members = raw[0], raw[1:]
+    if command not in ("pipe", "or"):
+        return (), [f'{where}[0]: the first element should be "pipe" or "or", found {show_value(command)}']
+    problems = []
+    if command == "pipe" and not members:
+        problems.append(f"{where}: a pipe needs at least one member")
+    if command == "or" and len(members) < 2:
+        problems.append(f"{where}: an or needs at least two members, found {len(members)}")
+    if len(members) > MAX_MEMBERS:
+        problems.append(f"{where}: at most {MAX_MEMBERS} members are allowed")
+    out: list[Any] = [command]
+    for i, member in enumerate(members, 1):
+        if isinstance(member, str) and member:
+            out.append(member)
+        elif isinstance(member, list):
+            nested, found = parse_description(member, f"{where}[{i}]", depth + 1)
+            problems += found
+            out.append(nested)
+        else:
+            problems.append(
+                f"{where}[{i}]: expected an algorithm name or a nested list, found {show_value(member)}"
+            )
+    return tuple(out), problems
+
+
+def check_names(description: Description, where: str, config: AllocatorConfig) -> list[str]:
+    """Every name must be an algorithm berth runs; one with no meaning on Kubernetes is refused with
+    the reason, an unknown one is named (with the closest known name)."""
+    from berth.vocab.alloc.registry import lookup  # the registry imports the steps, which import this
+
+    problems = []
+    for i, member in enumerate(description[1:], 1):
+        if isinstance(member, tuple):
+            problems += check_names(member, f"{where}[{i}]", config)
+            continue
+        found = lookup(member, config)
+        if found.refused:
+            problems.append(
+                f"{where}[{i}]: algorithm {show(member)} has no meaning on Kubernetes: {found.refused}"
+            )
+        elif found.unknown:
+            hint = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
+            problems.append(f"{where}[{i}]: unknown algorithm {show(member)}{hint}")
+    return problems
+
+
+def names_in(description: Description) -> list[str]:
+    out = []
+    for member in description[1:]:
+        out += names_in(member) if isinstance(member, tuple) else [member]
+    return out

@@ -1,0 +1,265 @@
+"""Locality hints and affinity rules: what a pod writes, and the nodes that satisfy it.
+
+`berth.dev/locality` is the seed's `{"near": ..., "far": ..., "strict": bool}`; a target is a pod's
+name (in the pod's namespace, or `namespace/name`), its uid, or a prefix of its uid of at least 8
+characters. `berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType,
+isSoft}`; key `instance` or `container` matches pod names in the pod's namespace (an exact value also
+matches a uid or uid prefix), any other key matches that pod label; `==` asks for a node that hosts at
+least one matching pod, `!=` for a node that hosts none.
+
+Both become hints, each strict or soft on its own: a rule's isSoft says which, the locality's `strict`
+covers all its targets. Resolving a hint against the cluster view yields the nodes hosting a matching
+pod; it runs once per pod and reads the view's indexes (pod by name, uid, uid prefix, label value),
+never every pod of the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.cluster.model import Pod
+from berth.cluster.view import UID_PREFIX
+from berth.engine.step import PodContext
+from berth.errors import InvalidAnnotation
+from berth.vocab.alloc import patterns
+from berth.vocab.json_annotation import json_type, show
+
+LOCALITY_KEYS = ("near", "far", "strict")
+RULE_KEYS = ("key", "operator", "value", "valueType", "isSoft")
+INSTANCE_KEYS = ("instance", "container")
+MAX_TARGETS = 64
+MAX_RULES = 64
+MAX_VALUE = patterns.MAX_PATTERN
+_TARGET = re.compile(r"^(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
+_UID_CHARS = re.compile(r"^[0-9a-f-]+$")
+HINTS_KEY = "alloc/.hints"
+
+
+@dataclass(frozen=True, slots=True)
+class Locality:
+    near: tuple[str, ...] = ()
+    far: tuple[str, ...] = ()
+    strict: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.near:
+            out["near"] = list(self.near)
+        if self.far:
+            out["far"] = list(self.far)
+        out["strict"] = self.strict
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityRule:
+    key: str
+    operator: str
+    value: str
+    value_type: str
+    soft: bool
+    matches: Callable[[str], bool] = field(compare=False, repr=False)
+
+    @property
+    def instance(self) -> bool:
+        return self.key in INSTANCE_KEYS
+
+    def __str__(self) -> str:
+        """The seed's printed form: key, operator, `~` when soft, value (`container==database-*`)."""
+        return f"{self.key}{self.operator}{'~' if self.soft else ''}{self.value}"
+
+
+def _targets(value: Any, where: str) -> tuple[tuple[str, ...], list[str]]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        return (), [f"{where} should be a target or a list of targets, not {json_type(value)}"]
+    if len(items) > MAX_TARGETS:
+        return (), [f"{where}: at most {MAX_TARGETS} targets are allowed, found {len(items)}"]
+    for item in items:
+        if not isinstance(item, str) or not _TARGET.match(item):
+            return (), [
+                f"{where}: {show(item)} should be a pod name, namespace/name, a pod uid or a uid prefix "
+                f"of at least {UID_PREFIX} characters"
+            ]
+    return tuple(dict.fromkeys(items)), []
+
+
+def parse_locality(value: Any) -> tuple[Locality | None, list[str]]:
+    if not isinstance(value, dict):
+        return None, [f"value should be a JSON object with near, far and strict, not {json_type(value)}"]
+    problems = [
+        f"unknown key {show(k)} (near, far and strict are read)" for k in value if k not in LOCALITY_KEYS
+    ]
+    near, found = _targets(value.get("near", []), "near")
+    problems += found
+    far, found = _targets(value.get("far", []), "far")
+    problems += found
+    strict = value.get("strict", False)
+    if not isinstance(strict, bool):
+        problems.append(f"strict should be true or false, not {json_type(strict)}")
+    both = sorted(set(near) & set(far))
+    if both:
+        problems.append(f"targets {show(both)} are both near and far; no node can satisfy both")
+    if problems:
+        return None, problems
+    return Locality(near=near, far=far, strict=bool(strict)), []
+
+
+def parse_rules(value: Any) -> tuple[tuple[AffinityRule, ...], list[str]]:
+    if not isinstance(value, list):
+        return (), [f"value should be a JSON list of affinity rules, not {json_type(value)}"]
+    if len(value) > MAX_RULES:
+        return (), [f"at most {MAX_RULES} affinity rules are allowed, found {len(value)}"]
+    rules, problems = [], []
+    for i, raw in enumerate(value, 1):
+        rule, found = _rule(raw, f"rule {i}")
+        problems += found
+        if rule is not None:
+            rules.append(rule)
+    return tuple(rules), problems
+
+
+def _rule(raw: Any, where: str) -> tuple[AffinityRule | None, list[str]]:
+    if not isinstance(raw, dict):
+        return None, [f"{where}: should be an object with key, operator, value, valueType and isSoft"]
+    problems = [
+        f"{where}: unknown key {show(k)} ({', '.join(RULE_KEYS)} are read)" for k in raw if k not in RULE_KEYS
+    ]
+    key, operator, value = raw.get("key"), raw.get("operator"), raw.get("value")
+    value_type, soft = raw.get("valueType", "exact"), raw.get("isSoft", False)
+    for name, item in (("key", key), ("value", value)):
+        if not isinstance(item, str) or not item:
+            problems.append(f"{where}: {name} should be a non-empty string, found {show(item)}")
+        elif len(item) > MAX_VALUE:
+            problems.append(f"{where}: {name} is longer than {MAX_VALUE} characters")
+    if operator not in ("==", "!="):
+        problems.append(f'{where}: operator should be "==" or "!=", found {show(operator)}')
+    if value_type not in ("exact", "glob", "re"):
+        problems.append(f'{where}: valueType should be "exact", "glob" or "re", found {show(value_type)}')
+    if not isinstance(soft, bool):
+        problems.append(f"{where}: isSoft should be true or false, found {show(soft)}")
+    if problems:
+        return None, problems
+    printed = f"{key}{operator}{'~' if soft else ''}{value}"
+    try:
+        matcher = {"exact": patterns.exact, "glob": patterns.glob, "re": patterns.regex}[value_type](value)
+    except patterns.PatternError as exc:
+        return None, [f"{where} ({printed}): {exc}"]
+    return AffinityRule(key, operator, value, value_type, soft, matcher), []
+
+
+# -- resolution against the cluster view -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """One near or far wish, with the nodes that host a pod it names."""
+
+    text: str  # the seed's printed form: inst==web-0, container==database-*, disabled!=yes
+    near: bool
+    strict: bool
+    nodes: frozenset[str]
+    matched: int  # pods the hint names, placed or not
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    hints: tuple[Hint, ...] = ()
+
+    def of(self, *, strict: bool) -> tuple[Hint, ...]:
+        return tuple(h for h in self.hints if h.strict == strict)
+
+    def summary(self) -> str:
+        if not self.hints:
+            return "no locality or affinity rules"
+        parts = [
+            f"{h.text} ({'strict' if h.strict else 'soft'}, {len(h.nodes)} node(s))"
+            for h in sorted(self.hints, key=lambda h: h.near)  # far first, as they are applied
+        ]
+        return "; ".join(parts)
+
+
+def resolve(ctx: PodContext) -> Hints:
+    """The pod's hints resolved on the view, once per pod (shared by the three locality steps)."""
+    cached = ctx.prepared.get(HINTS_KEY)
+    if cached is None:
+        cached = ctx.prepared[HINTS_KEY] = _resolve(ctx)
+    return cached
+
+
+def _resolve(ctx: PodContext) -> Hints:
+    alloc = getattr(ctx.spec, "alloc", None)
+    if alloc is None:
+        return Hints()
+    hints = []
+    locality = alloc.locality
+    if locality is not None:
+        for near, targets in ((False, locality.far), (True, locality.near)):
+            for target in targets:
+                pods = _target_pods(ctx, target, "near" if near else "far")
+                hints.append(_hint(f"inst{'==' if near else '!='}{target}", near, locality.strict, pods))
+    for rule in alloc.rules:
+        pods = _rule_pods(ctx, rule)
+        hints.append(_hint(str(rule), rule.operator == "==", not rule.soft, pods))
+    return Hints(tuple(hints))
+
+
+def _hint(text: str, near: bool, strict: bool, pods: list[Pod]) -> Hint:
+    return Hint(text, near, strict, frozenset(p.node_name for p in pods if p.node_name), len(pods))
+
+
+def _not_self(ctx: PodContext, pods: list[Pod]) -> list[Pod]:
+    return [p for p in pods if not p.same_pod(ctx.pod)]
+
+
+def _target_pods(ctx: PodContext, target: str, which: str) -> list[Pod]:
+    view = ctx.view
+    key = target if "/" in target else f"{ctx.pod.namespace}/{target}"
+    named = view.pod(key)
+    if named is not None:
+        return _not_self(ctx, [named])
+    if "/" in target:
+        return []
+    return _not_self(ctx, _by_uid(ctx, target, f"{which} target {show(target)}", namespace=None))
+
+
+def _by_uid(ctx: PodContext, value: str, what: str, *, namespace: str | None) -> list[Pod]:
+    view = ctx.view
+    exact = view.pod_by_uid(value)
+    if exact is not None:
+        return [exact] if namespace in (None, exact.namespace) else []
+    if len(value) < UID_PREFIX or not _UID_CHARS.match(value):
+        return []
+    found = [p for p in view.pods_by_uid_prefix(value) if namespace in (None, p.namespace)]
+    found = _not_self(ctx, found)
+    if len(found) > 1:
+        raise InvalidAnnotation(
+            f"{what} matches {len(found)} pods by uid prefix ({', '.join(p.key for p in found[:5])}); "
+            "write more of the uid",
+            field="berth.dev/locality" if what.startswith(("near", "far")) else "berth.dev/affinity-rules",
+        )
+    return found
+
+
+def _rule_pods(ctx: PodContext, rule: AffinityRule) -> list[Pod]:
+    view, namespace = ctx.view, ctx.pod.namespace
+    if rule.instance:
+        if rule.value_type == "exact":
+            named = view.pod(f"{namespace}/{rule.value}")
+            if named is not None:
+                return _not_self(ctx, [named])
+            return _not_self(ctx, _by_uid(ctx, rule.value, f"affinity rule {rule}", namespace=namespace))
+        return _not_self(ctx, [p for p in view.namespace_pods(namespace) if rule.matches(p.name)])
+    by_value = view.label_values(namespace, rule.key)
+    keys: set[str] = set()
+    if rule.value_type == "exact":
+        keys = set(by_value.get(rule.value, ()))
+    else:
+        for label_value, pods in by_value.items():
+            if rule.matches(label_value):
+                keys |= pods
+    pods = [p for k in sorted(keys) if (p := view.pod(k)) is not None]
+    return _not_self(ctx, pods)

@@ -1,0 +1,151 @@
+"""The allocator's scorers. Each returns a raw value per node; the engine scales the values to 0..1
+(lowest 0, highest 1) and multiplies by the weight, the defaults' weight_*. A negative weight reverses
+the order and still never lowers a score (the seed: scores only ever increase).
+
+| scorer | raw value (higher is better with a positive weight) |
+|---|---|
+| score-unreserved-ram | unreserved RAM (MiB) |
+| score-unreserved-disk | unreserved ephemeral storage (MiB) |
+| score-num-owner-zones | minus the pods of the pod's namespace on the node |
+| score-current-platform | the node's platform (newer is higher) |
+| score-next-reboot | whole weeks to the next reboot (annotation berth.dev/next-reboot); 52 if none or past |
+| score-uniform-random | a random number from the decision's seed |
+
+A package's alloc_server_spread applies to the pods of that package, as the deprecated server_spread
+does for all: `min-ram` orders by least unreserved RAM, `max-ram` by most, `min-owner` by fewest pods of
+the namespace, `random` at random; the spread's scorer keeps its configured weight's size and the other
+spreading scorers (RAM, disk, owner, random) step aside for that pod.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from berth import annotations as ann
+from berth.cluster.view import NodeState
+from berth.engine.step import PodContext, Scorer, skip
+from berth.vocab.alloc.base import AllocStep, Setup, node_use, request, self_pod, unreserved
+from berth.vocab.alloc.platform import node_platform
+from berth.vocab.alloc.values import node_reboot
+
+NO_REBOOT_WEEKS = 52
+
+
+class _AllocScorer(AllocStep, Scorer):
+    weight_key = ""
+    # The package spread that makes this scorer order the nodes, and whether it favours higher raws.
+    spreads: ClassVar[dict[str, bool]] = {}
+
+    def __init__(self, setup: Setup | None = None, weight: float | None = None) -> None:
+        AllocStep.__init__(self, setup)
+        self.weight = weight if weight is not None else self.setup.config.weight(self.weight_key)
+
+    def prepare(self, ctx: PodContext) -> Any:
+        """The sign that turns the raw value into this pod's order (+1 as configured), or a skip."""
+        package = request(ctx).package
+        spread = package.spread if package is not None else None
+        if spread is not None:
+            if spread not in self.spreads:
+                return skip(f"package {package.name} spreads with {spread}")  # type: ignore[union-attr]
+            if self.weight == 0:
+                return skip(f"{self.weight_key} is 0")
+            higher_first = self.spreads[spread]
+            return 1 if higher_first == (self.weight > 0) else -1
+        if self.weight == 0:
+            return skip(f"{self.weight_key} is 0")
+        return 1
+
+
+class ScoreUnreservedRam(_AllocScorer):
+    name = "alloc/score-unreserved-ram"
+    summary = "score: more unreserved RAM scores higher (weight_unreserved_ram)"
+    weight_key = "weight_unreserved_ram"
+    spreads: ClassVar[dict[str, bool]] = {"max-ram": True, "min-ram": False}
+
+    def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
+        use = node_use(state, ctx)
+        return prepared * unreserved(use, self.setup.node_ratios(state.node), "ram")
+
+
+class ScoreUnreservedDisk(_AllocScorer):
+    name = "alloc/score-unreserved-disk"
+    summary = "score: more unreserved ephemeral storage scores higher (weight_unreserved_disk)"
+    weight_key = "weight_unreserved_disk"
+
+    def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
+        use = node_use(state, ctx)
+        return prepared * unreserved(use, self.setup.node_ratios(state.node), "disk")
+
+
+class ScoreNumOwnerZones(_AllocScorer):
+    name = "alloc/score-num-owner-zones"
+    summary = "score: fewer pods of the pod's namespace scores higher (weight_num_owner_zones)"
+    weight_key = "weight_num_owner_zones"
+    spreads: ClassVar[dict[str, bool]] = {"min-owner": True}  # raw is minus the count
+
+    def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
+        count = state.owners.get(ctx.pod.namespace, 0)
+        if self_pod(state, ctx) is not None:
+            count -= 1
+        return -prepared * count
+
+
+class ScoreCurrentPlatform(_AllocScorer):
+    name = "alloc/score-current-platform"
+    summary = "score: a newer platform scores higher (weight_current_platform)"
+    weight_key = "weight_current_platform"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        return skip(f"{self.weight_key} is 0") if self.weight == 0 else 1
+
+    def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
+        platform = node_platform(state.node).platform
+        return platform.score() if platform is not None else 0.0
+
+
+class ScoreNextReboot(_AllocScorer):
+    name = "alloc/score-next-reboot"
+    summary = "score: a later planned reboot scores higher, none planned highest (weight_next_reboot)"
+    weight_key = "weight_next_reboot"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        return skip(f"{self.weight_key} is 0") if self.weight == 0 else datetime.now(UTC)
+
+    def raw(self, state: NodeState, prepared: datetime, ctx: PodContext) -> float:
+        return float(weeks_until_reboot(state, prepared))
+
+
+def weeks_until_reboot(state: NodeState, now: datetime) -> int:
+    raw = state.node.annotations.get(ann.NODE_NEXT_REBOOT)
+    if not raw:
+        return NO_REBOOT_WEEKS
+    parsed = node_reboot(raw)
+    if parsed.problem or parsed.value <= now:
+        return NO_REBOOT_WEEKS
+    return min(NO_REBOOT_WEEKS, (parsed.value - now).days // 7)
+
+
+class ScoreUniformRandom(_AllocScorer):
+    name = "alloc/score-uniform-random"
+    summary = "score: a random part from the decision's seed (weight_uniform_random)"
+    weight_key = "weight_uniform_random"
+    spreads: ClassVar[dict[str, bool]] = {"random": True}
+
+    def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
+        return ctx.rng.random()
+
+
+class PickRandom(AllocStep, Scorer):
+    """The seed's pick-random, as a scorer: a random part of weight 1, so that with no other scorer
+    the highest score falls on a random node (reproducible with the seed)."""
+
+    name = "alloc/pick-random"
+    summary = "score: a random part of weight 1 (the engine picks the highest)"
+
+    def __init__(self, setup: Setup | None = None) -> None:
+        AllocStep.__init__(self, setup)
+        self.weight = 1.0
+
+    def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
+        return ctx.rng.random()

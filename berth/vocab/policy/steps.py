@@ -1,0 +1,157 @@
+"""The engine step of placement policies: every PlacementPolicy governing the pod must accept the node.
+
+`prepare` finds the governing policies once per pod (ClusterView.policies_for) and refuses the pod as a
+whole when one is not Ready (400, with the policy's own errors) or when a per-host count has no app to
+count by. `check` asks each policy's predicate tree about one node; the Reason names the policy, the
+sub-policy type that failed and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth import annotations as ann
+from berth.cluster.view import NodeState, app_key
+from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.types import Event, Kind, Reason, StepTrace
+from berth.errors import InvalidAnnotation, InvalidPolicy
+from berth.vocab.policy.cel import node_context, pod_context, session_context
+from berth.vocab.policy.compile import CompiledPolicy, name_problem
+
+POLICY_STEP = "policy/placement-policy"
+
+
+class _Probe:
+    """What the predicates ask about the pod, built once per pod."""
+
+    def __init__(self, ctx: PodContext, *, session: bool) -> None:
+        self.ctx = ctx
+        _, self.app_name, self.app_version = app_key(ctx.pod)
+        version = f"version {self.app_version}" if self.app_version else "without a version label"
+        self.app = f"app {self.app_name} {version}"
+        self._pod: dict[str, Any] | None = None
+        self._session = session_context(self._session_nodes()) if session else None
+        self._nodes: dict[str, dict[str, Any]] = {}
+
+    def _session_nodes(self) -> dict[str, int]:
+        ctx = self.ctx
+        key = app_key(ctx.pod)
+        nodes = dict(ctx.view.app_nodes(key))
+        placed = ctx.view.pod(ctx.pod.key)
+        if ctx.self_node and placed is not None and app_key(placed) == key and nodes.get(ctx.self_node):
+            # The pod itself never counts.
+            nodes[ctx.self_node] -= 1
+            if not nodes[ctx.self_node]:
+                del nodes[ctx.self_node]
+        return nodes
+
+    def app_count(self, state: NodeState) -> int:
+        return self.ctx.app_count(state)
+
+    def rule_context(self, state: NodeState) -> dict[str, Any]:
+        node = self._nodes.get(state.node.name)
+        if node is None:
+            node = self._nodes[state.node.name] = node_context(state.node)
+        if self._pod is None:
+            self._pod = pod_context(self.ctx.pod, self.app_name, self.app_version)
+        out: dict[str, Any] = {"allocation": {"node": node}, "pod": self._pod}
+        if self._session is not None:
+            out["session"] = self._session
+        return out
+
+
+@dataclass
+class Governing:
+    """The step's per-pod state: the policies that govern the pod, in order."""
+
+    policies: tuple[CompiledPolicy, ...]
+    probe: _Probe
+    # The policies that removed at least one node (named by a 409).
+    refused: dict[str, CompiledPolicy] = field(default_factory=dict)
+
+
+def _missing_reason(policy: CompiledPolicy) -> str:
+    return (
+        f"PlacementPolicy {policy.ref} named by annotation {ann.PLACEMENT_POLICY} does not exist in "
+        f"namespace {policy.namespace}"
+    )
+
+
+class PlacementPolicyStep(NodeFilter):
+    """Removes nodes that a PlacementPolicy governing the pod does not accept."""
+
+    name = POLICY_STEP
+    summary = "hard: every PlacementPolicy governing the pod accepts the node"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        named = ctx.pod.annotations.get(ann.PLACEMENT_POLICY)
+        if named is not None and (problem := name_problem(named)):
+            message = f"annotation {ann.PLACEMENT_POLICY}: {problem}"
+            raise InvalidAnnotation(message, field=ann.PLACEMENT_POLICY)
+        policies = ctx.view.policies_for(ctx.pod)
+        if not policies:
+            return skip("no PlacementPolicy governs the pod")
+        broken = [p for p in policies if not p.missing and not p.ready]
+        if broken:
+            errors = [e for p in broken for e in p.invalid().errors]
+            first = broken[0].invalid()
+            message = first.message if len(broken) == 1 else f"{len(errors)} problems: " + "; ".join(errors)
+            raise InvalidPolicy(message, field=first.field, errors=errors)
+        counting = [p for p in policies if p.counts_app]
+        if counting and not ctx.pod.labels.get(ann.APP_NAME):
+            field_ = f"metadata.labels[{ann.APP_NAME}]"
+            raise InvalidPolicy(
+                f"PlacementPolicy {counting[0].ref} ({counting[0].type}) counts pods per {ann.APP_NAME} "
+                f"and {ann.APP_VERSION}, and the pod has no label {ann.APP_NAME}",
+                field=field_,
+            )
+        session = any(p.reads_session for p in policies)
+        return Governing(policies=tuple(policies), probe=_Probe(ctx, session=session))
+
+    def check(self, state: NodeState, prepared: Governing, ctx: PodContext) -> Reason | None:
+        exhausted: Reason | None = None
+        for policy in prepared.policies:
+            if policy.missing:
+                prepared.refused[policy.ref] = policy
+                return Reason(self.name, Kind.UNMET, _missing_reason(policy))
+            assert policy.predicate is not None  # prepare() let only Ready policies through
+            failure = policy.predicate.check(state, prepared.probe)
+            if failure is None:
+                continue
+            prepared.refused[policy.ref] = policy
+            reason = Reason(
+                self.name,
+                Kind.EXHAUSTED if failure.exhausted else Kind.UNMET,
+                f"PlacementPolicy {policy.ref}: {failure.type}: {failure.message}",
+                failure.values,
+            )
+            if not failure.exhausted:
+                return reason
+            exhausted = exhausted or reason
+        return exhausted
+
+    def constraint(self, prepared: Any) -> str | None:
+        if not isinstance(prepared, Governing) or not prepared.refused:
+            return None
+        names = []
+        for policy in (p for p in prepared.policies if p.ref in prepared.refused):
+            if policy.missing:
+                names.append(f"the PlacementPolicy {policy.ref} (it does not exist)")
+            else:
+                names.append(f"the PlacementPolicy {policy.ref} ({policy.type})")
+        return "; ".join(names)
+
+    def event(self, trace: StepTrace, prepared: Any, ctx: PodContext) -> Event | None:
+        if not isinstance(prepared, Governing):
+            return None
+        names = ", ".join(f"{p.ref} ({p.type})" for p in prepared.policies)
+        total = len(trace.remaining) + len(trace.removed)
+        return Event(
+            "Normal",
+            "PlacementPolicy",
+            f"governed by PlacementPolicy {names}: {len(trace.remaining)} of {total} nodes accepted",
+        )
+
+
+STEPS = (PlacementPolicyStep,)

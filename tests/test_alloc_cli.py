@@ -1,0 +1,202 @@
+"""The allocator through the command line: simulate --config, capacity, and validate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from berth.cli import main
+from tests.alloc_helpers import cn, vm
+from tests.builders import k8s_list
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def files(tmp_path):
+    def _write(name, content):
+        path = tmp_path / name
+        if isinstance(content, str):
+            path.write_text(content)
+        elif isinstance(content, list):
+            path.write_text(yaml.safe_dump_all(content))
+        else:
+            path.write_text(yaml.safe_dump(content))
+        return str(path)
+
+    return _write
+
+
+def test_simulate_with_a_config_runs_its_chain_and_its_weights(files, capsys):
+    cluster = files("cluster.yaml", k8s_list(cn("small", memory="4Gi"), cn("large", memory="32Gi")))
+    pod = files("pod.yaml", vm("new", memory="1Gi"))
+    packing = files(
+        "allocator.yaml",
+        {
+            "allocationDescription": ["pipe", "hard-filter-min-ram", "score-unreserved-ram"],
+            "defaults": {"weight_unreserved_ram": -1},
+        },
+    )
+    code = main(
+        ["simulate", "--cluster", cluster, "--pod", pod, "--config", packing, "--output", "json", "--detail"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["chosen"] == "small"
+    assert out["chain"][-2:] == ["alloc/hard-filter-min-ram", "alloc/score-unreserved-ram"]
+
+
+def test_simulate_prints_the_deprecation_warning_of_server_spread(files, capsys):
+    cluster = files("cluster.yaml", k8s_list(cn("small", memory="4Gi"), cn("large", memory="32Gi")))
+    pod = files("pod.yaml", vm("new"))
+    cfg = files("allocator.yaml", {"defaults": {"server_spread": "min-ram"}})
+    code = main(
+        ["simulate", "--cluster", cluster, "--pod", pod, "--config", cfg, "--output", "json", "--seed", "3"]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert json.loads(captured.out)["chosen"] == "small"
+    assert f"berth: warning: {cfg}: defaults.server_spread is deprecated" in captured.err
+
+
+def test_an_invalid_config_exits_2_printing_every_problem(files, capsys):
+    cluster = files("cluster.yaml", k8s_list(cn("n1")))
+    pod = files("pod.yaml", vm("new"))
+    cfg = files(
+        "allocator.yaml", {"allocationDescription": ["pipe", "nope"], "defaults": {"filter_vm_limit": "x"}}
+    )
+    code = main(["simulate", "--cluster", cluster, "--pod", pod, "--config", cfg])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert err == [
+        f'berth: {cfg}: defaults.filter_vm_limit: input should be a valid integer, found "x"',
+        f'berth: {cfg}: allocationDescription[1]: unknown algorithm "nope"',
+    ]
+
+
+def test_capacity_counts_how_many_more_pods_fit_per_node_and_in_the_cluster(files, capsys):
+    cluster = files(
+        "cluster.yaml",
+        k8s_list(
+            cn("a", memory="4Gi", cpu="8"),
+            cn("b", memory="16Gi", cpu="1"),
+            cn("down", ready=False),
+            vm("old", node="a", memory="1Gi"),
+        ),
+    )
+    pod = files("pod.yaml", vm("new", memory="1Gi", cpu="1"))
+    code = main(["capacity", "--cluster", cluster, "--pod", pod, "--output", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    nodes = {n["name"]: n for n in out["nodes"]}
+    assert nodes["a"]["fits"] == 3 and nodes["a"]["limitedBy"] == "ram"
+    # One CPU at the default ratio of 4 takes four 1-CPU pods.
+    assert nodes["b"]["fits"] == 4 and nodes["b"]["limitedBy"] == "cpu"
+    assert nodes["down"]["fits"] == 0 and nodes["down"]["limitedBy"] == "not Ready"
+    assert out["total"] == 7
+    assert nodes["a"]["unreserved"]["ram"] == 3072 and nodes["a"]["needed"] == {"ram": 1024, "cpu": 25}
+
+
+def test_capacity_follows_the_configured_ratios_and_vm_limit(files, capsys):
+    cluster = files("cluster.yaml", k8s_list(cn("a", memory="4Gi")))
+    pod = files("pod.yaml", vm("new", memory="1Gi"))
+    cfg = files("allocator.yaml", {"defaults": {"overprovision_ratio_ram": 2.0, "filter_vm_limit": 5}})
+    main(["capacity", "--cluster", cluster, "--pod", pod, "--config", cfg, "--output", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"][0]["fits"] == 5 and out["nodes"][0]["limitedBy"] == "pods"
+
+
+def test_capacity_of_a_pod_that_asks_for_nothing_counted_is_bounded_by_the_pod_limit_only(files, capsys):
+    cluster = files("cluster.yaml", k8s_list(cn("a")))
+    pod = files("pod.yaml", vm("new"))
+    cfg = files("allocator.yaml", {"allocationDescription": ["pipe", "hard-filter-min-ram"]})
+    main(["capacity", "--cluster", cluster, "--pod", pod, "--config", cfg, "--output", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["total"] is None and out["nodes"][0]["fits"] is None
+
+
+def test_capacity_prints_a_table_with_the_limiting_resource(capsys):
+    code = main(
+        [
+            "capacity",
+            "--cluster",
+            str(ROOT / "examples/cluster.yaml"),
+            "--pod",
+            str(ROOT / "examples/pods/web.yaml"),
+        ]
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith("pod shop/web-1: ") and "more fit in the cluster" in out[0]
+    assert out[1].split()[:4] == ["NODE", "FITS", "LIMITED", "BY"]
+    assert any(line.startswith("node-d ") and " ram " in line for line in out)
+
+
+def test_validate_checks_allocator_configurations_among_manifests(files, capsys):
+    good = files(
+        "good.yaml",
+        {"defaults": {"filter_vm_limit": 10}, "packages": {"small": {"max_physical_memory": 512}}},
+    )
+    bad = files(
+        "bad.yaml", {"allocationDescription": ["pipe", "hard-filter-hvm"], "defaults": {"weight_x": 1}}
+    )
+    configmap = files(
+        "cm.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "berth-allocator", "namespace": "berth"},
+            "data": {"allocator.yaml": "defaults: {filter_headnode: maybe}\n"},
+        },
+    )
+    code = main(["validate", good, bad, configmap])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 2
+    assert out == [
+        f"{bad}: allocator configuration: defaults.weight_x: unknown key (did you mean weight_next_reboot?)",
+        f"{bad}: allocator configuration: allocationDescription[1]: "
+        'algorithm "hard-filter-hvm" has no meaning on Kubernetes: '
+        "there are no hardware-virtualised VM brands (kvm, bhyve) among Kubernetes pods",
+        f"{configmap}: ConfigMap berth/berth-allocator: data.allocator.yaml: defaults.filter_headnode: "
+        'input should be a valid boolean, found "maybe"',
+    ]
+
+
+def test_validate_refuses_an_algorithm_with_no_meaning_on_kubernetes(files, capsys):
+    bad = files("bad.yaml", {"allocationDescription": ["pipe", "hard-filter-hvm"]})
+    assert main(["validate", bad]) == 2
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith(
+        f"{bad}: allocator configuration: allocationDescription[1]: "
+        'algorithm "hard-filter-hvm" has no meaning on Kubernetes'
+    )
+
+
+def test_validate_with_a_config_checks_the_packages_pods_name(files, capsys):
+    cfg = files("allocator.yaml", {"packages": {"small": {"max_physical_memory": 512}}})
+    pods = files(
+        "pods.yaml",
+        [
+            vm("a", annotations={"berth.dev/package": "small"}),
+            vm("b", annotations={"berth.dev/package": "huge"}),
+        ],
+    )
+    assert main(["validate", pods]) == 0  # without a configuration, names are not checked
+    capsys.readouterr()
+    assert main(["validate", pods, "--config", cfg]) == 2
+    assert capsys.readouterr().out.splitlines() == [
+        f'{pods}: Pod default/b: annotation berth.dev/package: unknown package "huge" (the allocator '
+        "configuration defines: small)"
+    ]
+
+
+def test_validate_reports_malformed_allocator_annotations_on_pods(files, capsys):
+    pods = files("pods.yaml", vm("a", annotations={"berth.dev/locality": '{"near": 1}'}))
+    assert main(["validate", pods]) == 2
+    assert capsys.readouterr().out.splitlines() == [
+        f"{pods}: Pod default/a: annotation berth.dev/locality: "
+        "near should be a target or a list of targets, not a number"
+    ]
