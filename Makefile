@@ -1,20 +1,27 @@
-# The two set-up commands of the README. Each creates the virtualenv on first use.
+# The two set-up commands of the README. Each creates the virtualenv on first use; the end-to-end tests
+# build etcd, kube-apiserver, kube-scheduler, kubectl and helm into ~/.cache/berth on first use
+# (e2e/build-controlplane.sh, about 7 minutes cold on 2 cores, then reused).
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit
+.PHONY: demo test lint unit e2e
 demo: $(VENV)/.installed
 	$(BIN)/berth simulate --cluster examples/cluster.yaml --pod examples/pods/web.yaml --seed 1 --detail
 
-test: lint unit
+# Everything CI runs: lint, unit and property tests, end-to-end tests on a real control plane.
+test: lint $(VENV)/.installed
+	$(BIN)/pytest
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 unit: $(VENV)/.installed
-	$(BIN)/pytest
+	$(BIN)/pytest tests
+
+e2e: $(VENV)/.installed
+	$(BIN)/pytest e2e
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

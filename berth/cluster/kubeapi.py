@@ -22,6 +22,7 @@ from berth.errors import BerthError
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60  # projected tokens rotate; re-read the file regularly
+OPENED = "BERTH_WATCH_OPENED"  # the first item of every watch: the stream is established
 
 
 class ApiError(BerthError):
@@ -122,12 +123,17 @@ def load_credentials(kubeconfig: str | None = None) -> Credentials:
 
 
 class KubeClient:
-    def __init__(self, creds: Credentials, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, creds: Credentials, *, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         self.creds = creds
         self._token = creds.token
         self._token_read = 0.0
         self._http = httpx.AsyncClient(
-            base_url=creds.server, verify=creds.ssl_context, timeout=httpx.Timeout(timeout, read=None)
+            base_url=creds.server,
+            verify=creds.ssl_context,
+            timeout=httpx.Timeout(timeout, read=None),
+            transport=transport,
         )
 
     async def aclose(self) -> None:
@@ -187,12 +193,14 @@ class KubeClient:
             query["continue"] = meta["continue"]
 
     async def watch(self, path: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        """Watch events as decoded dicts until the server closes the stream."""
+        """Watch events as decoded dicts until the server closes the stream; the first item is
+        {"type": OPENED} once the server has accepted the watch."""
         query = dict(params, watch="true")
         async with self._http.stream("GET", path, params=query, headers=self._headers()) as response:
             if response.status_code >= 400:
                 await response.aread()
                 self._raise(response)
+            yield {"type": OPENED}
             async for line in response.aiter_lines():
                 if line:
                     yield orjson.loads(line)

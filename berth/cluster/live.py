@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
-from berth.cluster.kubeapi import ApiError, KubeClient
+from berth.cluster.kubeapi import OPENED, ApiError, KubeClient
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot
 from berth.cluster.view import ClusterView
@@ -80,9 +80,10 @@ class Reflector:
                     continue
                 log.warning("%s: %s", self.kind.name, exc.message)
                 await asyncio.sleep(RETRY_SECONDS)
-            except Exception as exc:  # network errors, server restarts: retry from where we were
+            except Exception as exc:  # network errors, server restarts: resume from the last resourceVersion
                 log.warning("%s: watch failed (%s: %s); retrying", self.kind.name, type(exc).__name__, exc)
-                self.cache.disconnected()
+                # Not ready until the watch is back: the view may be missing what happened meanwhile.
+                self.synced.clear()
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _relist(self) -> None:
@@ -107,6 +108,9 @@ class Reflector:
         }
         async for event in self.client.watch(self.kind.path, params):
             kind, obj = event.get("type"), event.get("object") or {}
+            if kind == OPENED:
+                self.synced.set()
+                continue
             if kind == "ERROR":
                 status = obj.get("code", 500)
                 raise ApiError(obj.get("message", "watch error"), status=status, reason=obj.get("reason", ""))
@@ -123,11 +127,10 @@ class Reflector:
 class LiveCluster:
     """A ClusterView fed by watches, with the placements berth made that the watch has not shown."""
 
-    def __init__(self, client: KubeClient, *, on_policy: Any = None) -> None:
+    def __init__(self, client: KubeClient) -> None:
         self.client = client
         self.view = ClusterView()
         self.last_event = 0.0
-        self.connected = False
         # pod uid -> (node, deadline): placed by berth, not yet seen bound by the watch
         self._reserved: dict[str, tuple[str, float]] = {}
         self.kinds = [
@@ -152,8 +155,19 @@ class LiveCluster:
                 forget=self.view.remove_pod,
             ),
         ]
-        if on_policy is not None:
-            self.kinds.append(on_policy(self))
+        self.kinds.append(
+            Kind(
+                "placementpolicies",
+                "/apis/berth.dev/v1alpha1/placementpolicies",
+                {},
+                apply=self.view.upsert_policy,
+                delete=lambda o: self.view.remove_policy(*_meta_key(o).split("/", 1)),
+                keys=lambda: {f"{p.namespace}/{p.name}" for p in self.view.policies()},
+                key_of=_meta_key,
+                forget=lambda key: self.view.remove_policy(*key.split("/", 1)),
+                optional=True,
+            )
+        )
         self.reflectors = [Reflector(client, k, self) for k in self.kinds]
         self._tasks: list[asyncio.Task] = []
 
@@ -176,21 +190,13 @@ class LiveCluster:
         await self.client.aclose()
 
     def ready(self) -> bool:
-        return self.connected and all(r.synced.is_set() for r in self.reflectors)
+        return all(r.synced.is_set() for r in self.reflectors)
 
     def lag_seconds(self) -> float:
         return time.monotonic() - self.last_event if self.last_event else float("inf")
 
     def touched(self) -> None:
-        self.connected = True
         self.last_event = time.monotonic()
-
-    def disconnected(self) -> None:
-        # Not ready until every kind has listed again: the view may have missed deletions.
-        self.connected = False
-        for reflector in self.reflectors:
-            reflector.synced.clear()
-            reflector.resource_version = ""
 
     # -- applying objects ---------------------------------------------------------------------
     def _apply_node(self, obj: dict[str, Any]) -> None:
@@ -261,6 +267,8 @@ async def fetch_snapshot(kubeconfig: str | None = None) -> Snapshot:
             view.upsert_node(node_from_k8s(obj))
         for obj in pods:
             view.add_pod(pod_from_k8s(obj))
+        for obj in policies:
+            view.upsert_policy(obj)
         return Snapshot(view=view, policies=policies, source="live")
     finally:
         await client.aclose()

@@ -1,0 +1,93 @@
+"""`berth operator`: run the kopf operator with berth's settings."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import kopf
+
+from berth.operator import handlers  # noqa: F401  (registers the handlers)
+from berth.operator.certs import self_signed
+
+WEBHOOK_NAME = "berth.dev"
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    namespaces: tuple[str, ...] = ()  # empty: the whole cluster
+    peering: str | None = "berth"  # None: standalone (one replica, no peering objects)
+    webhook_port: int = 9443
+    webhook_addr: str = "0.0.0.0"
+    webhook_host: str | None = None  # the host the API server reaches the webhook at (managed mode)
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+    webhook_ca: str | None = None
+    self_signed: bool = False
+    manage_webhooks: bool = False  # write the ValidatingWebhookConfiguration (local runs)
+    liveness: str | None = None  # e.g. http://0.0.0.0:8080/healthz
+
+
+def configure(settings: kopf.OperatorSettings, options: OperatorOptions) -> None:
+    # Progress and the last handled spec live in annotations under berth.dev: the CRD's status schema is
+    # structural, so kopf's own status fields would be pruned.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="berth.dev", key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = "berth.dev/operator"
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    if options.peering:
+        settings.peering.name = options.peering
+        settings.peering.mandatory = True
+    settings.admission.server = _webhook_server(options)
+    if options.manage_webhooks:
+        settings.admission.managed = WEBHOOK_NAME
+
+
+def _webhook_server(options: OperatorOptions) -> kopf.WebhookServer:
+    cert, key, ca = options.webhook_cert, options.webhook_key, options.webhook_ca
+    host = options.webhook_host or options.webhook_addr
+    if options.self_signed:
+        files = self_signed(Path(tempfile.mkdtemp(prefix="berth-webhook-")), [host, "localhost", "127.0.0.1"])
+        cert, key, ca = str(files.cert), str(files.key), str(files.ca)
+    return kopf.WebhookServer(
+        addr=options.webhook_addr,
+        port=options.webhook_port,
+        host=host,
+        certfile=cert,
+        pkeyfile=key,
+        cafile=ca,
+    )
+
+
+def run(options: OperatorOptions, *, kubeconfig: str | None = None) -> None:
+    if kubeconfig:
+        os.environ["KUBECONFIG"] = kubeconfig
+
+    @kopf.on.startup()
+    def _startup(settings: kopf.OperatorSettings, **_: object) -> None:
+        configure(settings, options)
+
+    @kopf.on.login()
+    def _login(**kwargs: object):
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
+            return kopf.login_with_service_account(**kwargs)
+        return kopf.login_with_kubeconfig(**kwargs)
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not options.namespaces,
+            namespaces=list(options.namespaces),
+            standalone=options.peering is None,
+            priority=0,
+            liveness_endpoint=options.liveness,
+        )
+    )

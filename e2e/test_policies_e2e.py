@@ -1,0 +1,98 @@
+"""PlacementPolicies applied with kubectl, reconciled by the operator, enforced by the extender."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import pod
+
+
+def policy(name: str, namespace: str, tree: dict, selector: dict | None = None) -> dict:
+    spec: dict = {"policy": tree}
+    if selector is not None:
+        spec["selector"] = selector
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def wait_ready(cluster, namespace: str, name: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    obj: dict = {}
+    while time.monotonic() < deadline:
+        obj = cluster.get("placementpolicy", name, namespace)
+        conditions = {c["type"]: c for c in obj.get("status", {}).get("conditions", [])}
+        if "Ready" in conditions:
+            return obj
+        time.sleep(0.5)
+    raise AssertionError(f"no Ready condition: {obj}")
+
+
+def test_a_policy_becomes_ready_with_its_generation_and_governed_pods(cluster, namespace):
+    cluster.apply(
+        policy(
+            "spread", namespace, {"type": "ONE_PER_HOST"}, {"matchLabels": {"app.kubernetes.io/name": "web"}}
+        )
+    )
+    obj = wait_ready(cluster, namespace, "spread")
+    ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    printed = cluster.kubectl("get", "ppol", "-n", namespace).stdout
+    assert "ONE_PER_HOST" in printed and "True" in printed
+
+
+def test_a_policy_with_an_invalid_rule_is_refused_before_it_is_stored(cluster, namespace):
+    bad = policy("bad", namespace, {"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname =="})
+    result = cluster.apply(bad, check=False)
+    assert result.returncode != 0
+    assert "spec.policy.rule" in result.stderr
+    assert cluster.kubectl("get", "ppol", "bad", "-n", namespace, check=False).returncode != 0
+
+
+def test_a_burst_of_20_pods_under_one_per_host_lands_one_per_node(cluster, namespace):
+    labels = {"app.kubernetes.io/name": "burst", "app.kubernetes.io/version": "1"}
+    cluster.apply(
+        policy(
+            "one", namespace, {"type": "ONE_PER_HOST"}, {"matchLabels": {"app.kubernetes.io/name": "burst"}}
+        )
+    )
+    wait_ready(cluster, namespace, "one")
+    names = [f"b-{i:02d}" for i in range(20)]
+    cluster.apply(*(pod(n, namespace, labels=labels) for n in names))
+    placed = cluster.wait_placed(namespace, names, timeout=120)
+    assert sorted(placed.values()) == sorted(cluster.nodes)
+    cluster.apply(pod("b-extra", namespace, labels=labels))
+    event = cluster.wait_event(namespace, "b-extra", lambda e: e["reason"] == "FailedScheduling")
+    assert "ONE_PER_HOST" in event["message"]
+
+
+def test_match_tag_targets_the_one_tagged_node_and_any_keeps_off_it(cluster, namespace):
+    cluster.cp.create_node("gpu-0", cpu="8", memory="32Gi", labels={"tag.berth.dev/gpu": ""})
+    try:
+        cluster.apply(
+            policy("gpu", namespace, {"type": "MATCH_TAG", "tag": "gpu"}, {"matchLabels": {"want": "gpu"}}),
+            policy("plain", namespace, {"type": "ANY"}, {"matchLabels": {"want": "any"}}),
+        )
+        wait_ready(cluster, namespace, "gpu")
+        wait_ready(cluster, namespace, "plain")
+        cluster.apply(pod("trainer", namespace, labels={"want": "gpu"}))
+        assert cluster.wait_placed(namespace, ["trainer"]) == {"trainer": "gpu-0"}
+        cluster.apply(*(pod(f"web-{i}", namespace, labels={"want": "any"}) for i in range(5)))
+        placed = cluster.wait_placed(namespace, [f"web-{i}" for i in range(5)])
+        assert "gpu-0" not in placed.values()
+    finally:
+        cluster.kubectl("delete", "node", "gpu-0")
+
+
+def test_a_rule_based_policy_sees_the_node_labels(cluster, namespace):
+    rule = 'ctx.allocation.node.hostname == "node-11"'
+    cluster.apply(
+        policy("pin", namespace, {"type": "RULE_BASED", "rule": rule}, {"matchLabels": {"pin": "yes"}})
+    )
+    wait_ready(cluster, namespace, "pin")
+    cluster.apply(pod("pinned", namespace, labels={"pin": "yes"}))
+    assert cluster.wait_placed(namespace, ["pinned"]) == {"pinned": "node-11"}

@@ -1,0 +1,146 @@
+"""The live cache against a scripted API server: resume, bookmarks, relist on 410, readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from berth.cluster.convert import pod_from_k8s
+from berth.cluster.kubeapi import Credentials, KubeClient
+from berth.cluster.live import LiveCluster
+from tests.builders import node, pod
+
+
+def _with_rv(obj, rv):
+    obj = json.loads(json.dumps(obj))
+    obj["metadata"]["resourceVersion"] = str(rv)
+    obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
+    return obj
+
+
+class FakeApi:
+    """Lists and watches by a script; records every request's query."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.lists: dict[str, list[list[dict]]] = {"/api/v1/nodes": [], "/api/v1/pods": []}
+        self.watches: dict[str, list] = {"/api/v1/nodes": [], "/api/v1/pods": []}
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        path, query = request.url.path, dict(request.url.params)
+        self.requests.append((path, query))
+        if path.startswith("/apis/berth.dev"):
+            return httpx.Response(404, json={"kind": "Status", "code": 404, "message": "not found"})
+        if query.get("watch") == "true":
+            script = self.watches[path]
+            step = script.pop(0) if script else "hang"
+            if step == "hang":
+                return httpx.Response(200, stream=_Hang())
+            if isinstance(step, int):
+                return httpx.Response(step, json={"kind": "Status", "code": step, "message": "expired"})
+            return httpx.Response(200, content="\n".join(json.dumps(e) for e in step).encode() + b"\n")
+        pages = self.lists[path]
+        items = pages.pop(0) if len(pages) > 1 else pages[0]
+        rv = max((int(i["metadata"]["resourceVersion"]) for i in items), default=1)
+        return httpx.Response(
+            200, json={"kind": "List", "metadata": {"resourceVersion": str(rv)}, "items": items}
+        )
+
+
+class _Hang(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        await asyncio.sleep(3600)
+        yield b""
+
+
+async def _until(condition, timeout=5.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+def _cache(api: FakeApi) -> LiveCluster:
+    client = KubeClient(
+        Credentials(server="https://api.test", ssl_context=False), transport=httpx.MockTransport(api.handler)
+    )
+    return LiveCluster(client)
+
+
+def test_the_cache_lists_then_watches_from_the_list_version_and_applies_events():
+    async def scenario():
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
+        api.lists["/api/v1/pods"] = [[_with_rv(pod("a", node="n1", tags=["web"]), 7)]]
+        api.watches["/api/v1/pods"] = [
+            [
+                {"type": "ADDED", "object": _with_rv(pod("b", node="n1", tags=["web"]), 8)},
+                {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "12"}}},
+            ],
+            "hang",
+        ]
+        cache = _cache(api)
+        await cache.start()
+        await _until(lambda: cache.ready() and cache.view.state("n1").tag_count("default", "web") == 2)
+        await _until(lambda: len([q for p, q in api.requests if p == "/api/v1/pods" and q.get("watch")]) >= 2)
+        watches = [q for p, q in api.requests if p == "/api/v1/pods" and q.get("watch") == "true"]
+        assert watches[0]["resourceVersion"] == "7"
+        assert watches[0]["allowWatchBookmarks"] == "true"
+        assert watches[1]["resourceVersion"] == "12"  # resumed after the bookmark, no relist
+        assert len([q for p, q in api.requests if p == "/api/v1/pods" and "watch" not in q]) == 1
+        await cache.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_410_relists_and_drops_what_was_deleted_in_the_gap():
+    async def scenario():
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
+        api.lists["/api/v1/pods"] = [
+            [_with_rv(pod("a", node="n1", tags=["web"]), 7), _with_rv(pod("b", node="n1", tags=["web"]), 8)],
+            [_with_rv(pod("b", node="n1", tags=["web"]), 20)],
+        ]
+        api.watches["/api/v1/pods"] = [410, "hang"]
+        cache = _cache(api)
+        await cache.start()
+        await _until(lambda: cache.view.pod("default/a") is None and cache.ready())
+        assert cache.view.state("n1").tag_count("default", "web") == 1
+        await cache.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_cache_is_not_ready_before_it_has_listed_and_the_policy_crd_may_be_absent():
+    async def scenario():
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
+        api.lists["/api/v1/pods"] = [[]]
+        cache = _cache(api)
+        assert not cache.ready()
+        await cache.start()
+        await _until(cache.ready)
+        await cache.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_reservation_counts_the_pod_until_the_watch_shows_it_bound():
+    async def scenario():
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5), _with_rv(node("n2"), 5)]]
+        api.lists["/api/v1/pods"] = [[]]
+        pending = _with_rv(pod("p", tags=["web"]), 9)
+        api.watches["/api/v1/pods"] = [[{"type": "ADDED", "object": pending}], "hang"]
+        cache = _cache(api)
+        cache.reserve(pod_from_k8s(pending), "n2")
+        await cache.start()
+        await _until(lambda: cache.ready() and cache.view.pod("default/p") is not None)
+        await asyncio.sleep(0.05)
+        # The watch still shows the pod unbound: the reservation keeps it on n2.
+        assert cache.view.state("n2").tag_count("default", "web") == 1
+        await cache.stop()
+
+    asyncio.run(scenario())

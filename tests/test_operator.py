@@ -1,0 +1,97 @@
+"""The operator's handlers, called directly as kopf would call them."""
+
+from __future__ import annotations
+
+import json
+import ssl
+
+import kopf
+import pytest
+
+from berth.operator.certs import self_signed
+from berth.operator.handlers import check_pod_object, governed, ready_condition, validate_pod, validate_policy
+from berth.vocab.policy import load_policy
+from tests.builders import pod
+
+
+def _policy(tree, selector=None, name="p", generation=3):
+    spec = {"policy": tree}
+    if selector is not None:
+        spec["selector"] = selector
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": "shop", "generation": generation},
+        "spec": spec,
+    }
+
+
+def test_a_valid_policy_is_ready_with_its_generation():
+    condition = ready_condition(load_policy(_policy({"type": "ONE_PER_HOST"})), 3, None)
+    assert condition["type"] == "Ready" and condition["status"] == "True"
+    assert condition["reason"] == "Compiled" and condition["observedGeneration"] == 3
+    assert condition["lastTransitionTime"]
+
+
+def test_an_invalid_policy_is_not_ready_with_the_field_path_and_rule():
+    condition = ready_condition(load_policy(_policy({"type": "MAX_N_PER_HOST", "max": 65})), 4, None)
+    assert condition["status"] == "False" and condition["reason"] == "Invalid"
+    assert condition["message"].startswith("spec.policy.max")
+
+
+def test_the_transition_time_is_kept_while_the_status_does_not_change():
+    compiled = load_policy(_policy({"type": "ANY"}))
+    first = ready_condition(compiled, 1, None)
+    previous = {**first, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    assert ready_condition(compiled, 2, previous)["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    broken = load_policy(_policy({"type": "MATCH_TAG"}))
+    assert ready_condition(broken, 3, previous)["lastTransitionTime"] != "2026-01-01T00:00:00Z"
+
+
+def test_governed_pods_are_those_naming_the_policy_or_matching_its_selector():
+    compiled = load_policy(_policy({"type": "ANY"}, {"matchLabels": {"app": "web"}}, name="web-policy"))
+    pods = [
+        ("a", {"app": "web"}, None),
+        ("b", {"app": "db"}, None),
+        ("c", {"app": "db"}, "web-policy"),
+        ("d", {"app": "web"}, "other-policy"),  # names another policy: not governed by this one
+    ]
+    assert governed(compiled, pods) == 2
+
+
+def test_the_policy_webhook_refuses_an_invalid_policy_with_a_400_naming_the_field():
+    with pytest.raises(kopf.AdmissionError) as info:
+        validate_policy(body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname =="}))
+    assert info.value.code == 400
+    assert "spec.policy.rule" in str(info.value)
+    validate_policy(body=_policy({"type": "NO_TAG"}))  # a valid one passes
+
+
+def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form():
+    with pytest.raises(kopf.AdmissionError) as info:
+        validate_pod(body=pod("p", affinity={"prefer_with_tag": ["a"], "b": 1}), warnings=[])
+    assert info.value.code == 400 and 'affinity keys ["b"]' in str(info.value)
+    warnings: list[str] = []
+    validate_pod(body=pod("p", affinity={"web": -3}), warnings=warnings)
+    assert len(warnings) == 1 and '{"prefer_without_tag": ["web"]}' in warnings[0]
+
+
+def test_workloads_are_checked_through_their_pod_template():
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "x"},
+        "spec": {"template": {"metadata": {"annotations": {"berth.dev/tags": json.dumps([""])}}, "spec": {}}},
+    }
+    problems, _ = check_pod_object(deployment)
+    assert problems and problems[0].startswith("annotation berth.dev/tags")
+    assert check_pod_object({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}) == ([], [])
+
+
+def test_self_signed_certificates_serve_tls_for_the_named_hosts(tmp_path):
+    files = self_signed(tmp_path, ["127.0.0.1", "berth-operator.berth.svc"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(files.cert, files.key)  # the pair matches
+    client = ssl.create_default_context(cafile=str(files.ca))  # the CA is a CA
+    assert client.cert_store_stats()["x509_ca"] == 1
+    assert oct(files.key.stat().st_mode & 0o777) == "0o600"
