@@ -13,13 +13,12 @@ from typing import Any
 
 import yaml
 
-from berth import annotations as ann
 from berth.cluster.convert import pod_from_k8s, pod_template
 from berth.cluster.snapshot import read_documents
 from berth.errors import BerthError, InvalidConfig
 from berth.vocab.alloc.config import CONFIG_MAP_KEY, AllocatorConfig, looks_like_config, parse_config
 from berth.vocab.pod import check_annotations
-from berth.vocab.policy.compile import is_policy_tree, load_policy, load_tree, name_problem
+from berth.vocab.policy.compile import is_policy_tree, load_policy, load_tree
 from berth.vocab.policy.model import KIND as POLICY_KIND
 
 CONFIG_KEY = CONFIG_MAP_KEY
@@ -67,9 +66,6 @@ def validate_object(obj: dict[str, Any], *, config: AllocatorConfig | None = Non
     except BerthError as exc:
         return [exc.message]
     problems, _spec = check_annotations(pod.annotations, config=config, limits=pod.limits)
-    named = pod.annotations.get(ann.PLACEMENT_POLICY)
-    if named is not None and (problem := name_problem(named)):
-        problems.append(f"annotation {ann.PLACEMENT_POLICY}: {problem}")
     return problems
 
 

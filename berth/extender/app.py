@@ -25,7 +25,7 @@ from prometheus_client import (
 
 from berth import __version__
 from berth.errors import BerthError
-from berth.extender import wire
+from berth.extender import openapi, wire
 from berth.extender.placer import Placer
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 5000 full Node objects fit; anything larger is refused
@@ -35,21 +35,6 @@ _decoders = {
     "prioritize": msgspec.json.Decoder(wire.ExtenderArgs),
     "bind": msgspec.json.Decoder(wire.ExtenderBindingArgs),
     "preempt": msgspec.json.Decoder(wire.ExtenderPreemptionArgs),
-}
-
-EXTENDER_ARGS_SCHEMA = {
-    "type": "object",
-    "required": ["Pod"],
-    "properties": {
-        "Pod": {"type": "object"},
-        "Nodes": {"type": ["object", "null"]},
-        "NodeNames": {"type": ["array", "null"], "items": {"type": "string"}},
-    },
-}
-BINDING_ARGS_SCHEMA = {
-    "type": "object",
-    "required": ["PodName", "PodNamespace", "PodUID", "Node"],
-    "properties": {k: {"type": "string"} for k in ("PodName", "PodNamespace", "PodUID", "Node")},
 }
 
 
@@ -123,38 +108,18 @@ def create_app(placer: Placer) -> FastAPI:
         finally:
             metrics.latency.labels(verb).observe(time.perf_counter() - start)
 
-    for verb, schema in (
-        ("filter", EXTENDER_ARGS_SCHEMA),
-        ("prioritize", EXTENDER_ARGS_SCHEMA),
-        ("bind", BINDING_ARGS_SCHEMA),
-        ("preempt", {"type": "object"}),
-    ):
+    for verb, (schema, responses) in openapi.VERBS.items():
         app.add_api_route(
             f"/{verb}",
             _route(_verb, verb),
             methods=["POST"],
             name=verb,
-            openapi_extra={
-                "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}
-            },
+            responses=responses,
+            openapi_extra=openapi.body(schema),
         )
 
     @app.post(
-        "/simulate",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "required": ["pod"],
-                            "properties": {"pod": {"type": "object"}, "seed": {"type": "integer"}},
-                        }
-                    }
-                },
-            }
-        },
+        "/simulate", responses=openapi.SIMULATE_RESPONSES, openapi_extra=openapi.body(openapi.SIMULATE_ARGS)
     )
     async def simulate(request: Request) -> Response:
         """The Placement Simulation API: where would this pod go, and why. Changes nothing."""
@@ -174,16 +139,16 @@ def create_app(placer: Placer) -> FastAPI:
         status = decision.error.code if decision.error else 200
         return _json(decision.to_dict(detail=True), status)
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses=openapi.HEALTH_RESPONSES)
     async def healthz() -> Response:
         return _json({"status": "ok"})
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses=openapi.READY_RESPONSES)
     async def readyz() -> Response:
         ready = placer.cluster.ready()
         return _json({"ready": ready}, 200 if ready else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", responses=openapi.METRICS_RESPONSES)
     async def metrics_route() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 

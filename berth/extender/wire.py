@@ -6,11 +6,15 @@ it decodes replies case-insensitively and ignores unknown keys. Nil slices and m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 MAX_EXTENDER_PRIORITY = 10
+
+# A count of PodDisruptionBudget violations: Go's int64 on the wire, far smaller in practice; bounded
+# so that the OpenAPI description and the decoder agree exactly.
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 
 
 class _Wire(msgspec.Struct, rename="pascal", omit_defaults=False):
@@ -64,7 +68,7 @@ class MetaPod(_Wire):
 
 class MetaVictims(_Wire):
     pods: list[MetaPod] | None = None
-    num_pdb_violations: int = msgspec.field(default=0, name="NumPDBViolations")
+    num_pdb_violations: Count = msgspec.field(default=0, name="NumPDBViolations")
 
 
 class ExtenderPreemptionArgs(_Wire):

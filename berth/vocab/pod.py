@@ -11,6 +11,7 @@ from berth.engine.types import Event
 from berth.errors import InvalidAnnotation
 from berth.vocab.alloc.request import ANNOTATIONS as ALLOC_ANNOTATIONS
 from berth.vocab.alloc.request import AllocRequest, compile_alloc
+from berth.vocab.policy.compile import name_problem
 from berth.vocab.tags import TagSpec, compile_tags
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ def check_annotations(
     problems.extend(tag_problems)
     alloc, alloc_problems = compile_alloc(annotations, config=config, limits=limits)
     problems.extend(alloc_problems)
+    named = annotations.get(ann.PLACEMENT_POLICY)
+    if named is not None and (problem := name_problem(named)):
+        problems.append(f"annotation {ann.PLACEMENT_POLICY}: {problem}")
     warnings = list(tags.warnings)
     for key in annotations:
         if key.startswith(ann.PREFIX) and key not in ann.POD_ANNOTATIONS and key not in ALLOC_ANNOTATIONS:

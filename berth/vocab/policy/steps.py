@@ -15,9 +15,9 @@ from berth import annotations as ann
 from berth.cluster.view import NodeState, app_key
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
-from berth.errors import InvalidAnnotation, InvalidPolicy
+from berth.errors import InvalidPolicy
 from berth.vocab.policy.cel import node_context, pod_context, session_context
-from berth.vocab.policy.compile import CompiledPolicy, name_problem
+from berth.vocab.policy.compile import CompiledPolicy
 
 POLICY_STEP = "policy/placement-policy"
 
@@ -85,10 +85,7 @@ class PlacementPolicyStep(NodeFilter):
     summary = "hard: every PlacementPolicy governing the pod accepts the node"
 
     def prepare(self, ctx: PodContext) -> Any:
-        named = ctx.pod.annotations.get(ann.PLACEMENT_POLICY)
-        if named is not None and (problem := name_problem(named)):
-            message = f"annotation {ann.PLACEMENT_POLICY}: {problem}"
-            raise InvalidAnnotation(message, field=ann.PLACEMENT_POLICY)
+        # The annotation's own shape was checked with the pod's other annotations (berth.vocab.pod).
         policies = ctx.view.policies_for(ctx.pod)
         if not policies:
             return skip("no PlacementPolicy governs the pod")
