@@ -26,6 +26,7 @@ from berth.vocab.alloc.config import AllocatorConfig, load_config
 from berth.vocab.policy.files import load_policy_files
 
 EXIT_PLACED, EXIT_NO_FIT, EXIT_INVALID = 0, 1, 2
+LONG_RUNNING = ("serve", "operator")
 CONFIG_HELP = "allocator configuration (allocationDescription, defaults, packages); see docs/allocator.md"
 
 
@@ -74,6 +75,39 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         print("\n\n".join(table(d, detail=args.detail) for d in decisions))
     return _exit_code(decisions)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from berth.extender.placer import seed_for
+
+    snapshot = load_live_snapshot(args.kubeconfig) if args.live else load_snapshot(args.cluster)
+    key = args.pod if "/" in args.pod else f"default/{args.pod}"
+    pod = snapshot.view.pod(key)
+    if pod is None:
+        raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
+    seed = seed_for(pod) if args.seed is None else args.seed
+    decision = decide(
+        pod, snapshot.view, build_pipeline(_allocator_config(args.config), offline=True), seed=seed
+    )
+    where = f"is on {pod.node_name}" if pod.node_name else "is not placed"
+    if decision.chosen and pod.node_name:
+        verdict = "the same node" if decision.chosen == pod.node_name else f"{decision.chosen}, another node"
+        summary = f"{key} {where}; berth, asked now with the pod's own seed {seed}, chooses {verdict}"
+    else:
+        answer = decision.error.message if decision.error else f"would place it on {decision.chosen}"
+        summary = f"{key} {where}; berth, asked now: {answer}"
+    if args.output == "json":
+        print(
+            json.dumps(
+                {"pod": key, "node": pod.node_name or None, "decision": decision.to_dict(detail=True)},
+                indent=2,
+            )
+        )
+    else:
+        print(summary)
+        print()
+        print(table(decision, detail=True))
+    return _exit_code([decision])
 
 
 def _placed(pod: Pod, node: str) -> Pod:
@@ -218,6 +252,25 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--output", choices=("table", "json"), default="table")
     cap.set_defaults(func=cmd_capacity)
 
+    exp = sub.add_parser(
+        "explain",
+        help="why a pod of the cluster is where it is, or why it is Pending",
+        description="Replay the decision for a pod that is in the cluster, as the cluster is now, with the "
+        "pod's own seed (the one the extender used), and show every step. The pod is never its own "
+        "neighbour. Exit codes as for simulate.",
+    )
+    exp.add_argument("pod", metavar="NAMESPACE/NAME")
+    exp_source = exp.add_mutually_exclusive_group(required=True)
+    exp_source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
+    exp_source.add_argument("--live", action="store_true", help="read the cluster through the kubeconfig")
+    exp.add_argument(
+        "--kubeconfig", metavar="FILE", help="with --live: the kubeconfig (default: $KUBECONFIG)"
+    )
+    exp.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    exp.add_argument("--seed", type=int, help="another seed than the pod's own")
+    exp.add_argument("--output", choices=("table", "json"), default="table")
+    exp.set_defaults(func=cmd_explain)
+
     srv = sub.add_parser(
         "serve",
         help="run the scheduler extender",
@@ -283,9 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `berth simulate ... | head` ends quietly
     args = build_parser().parse_args(argv)
+    if args.command not in LONG_RUNNING and hasattr(signal, "SIGPIPE"):
+        # `berth simulate ... | head` ends quietly. Never for the servers: a client that hangs up
+        # mid-answer would kill them.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         return args.func(args)
     except BerthError as exc:

@@ -126,6 +126,7 @@ class ControlPlane:
         self.apiserver_port: int | None = None
 
         self._procs: list[tuple[str, subprocess.Popen, object]] = []  # (name, proc, logfile)
+        self._argv: dict[str, list[str]] = {}  # the flags each component was started with
         self._scheduler_count = 0
         self._stopped = False
         self._atexit_registered = False
@@ -218,7 +219,39 @@ class ControlPlane:
             argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=self.workdir
         )
         self._procs.append((name, proc, logf))
+        self._argv[name] = argv
         return proc
+
+    # ------------------------------------------------------------------ faults
+    def kill(self, name: str) -> None:
+        """SIGKILL one component (etcd, kube-apiserver, a scheduler) as a crash would."""
+        for entry in list(self._procs):
+            if entry[0] == name:
+                entry[1].kill()
+                entry[1].wait(timeout=10)
+                with contextlib.suppress(Exception):
+                    entry[2].close()
+                self._procs.remove(entry)
+                return
+        raise ControlPlaneError(f"no running component {name!r}")
+
+    def revive(self, name: str) -> None:
+        """Start a killed component again with the same flags (same ports, same etcd data) and
+        wait until it is healthy."""
+        assert self.logs is not None
+        proc = self._spawn(name, self._argv[name])
+        if name == "kube-apiserver":
+            self._apiserver = proc
+            self._wait_apiserver()
+        elif name == "etcd":
+
+            def healthy() -> bool:
+                with urllib.request.urlopen(self.etcd_url + "/health", timeout=2) as r:
+                    return json.load(r).get("health") == "true"
+
+            self._wait("etcd", proc, self.logs / "etcd.log", healthy, self.startup_timeout)
+        else:
+            time.sleep(0.5)
 
     def _wait(self, what: str, proc: subprocess.Popen, log: Path, check, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -429,6 +462,43 @@ current-context: berth-e2e
         """GET an API path as admin and decode the JSON body."""
         with urllib.request.urlopen(self.server + path, timeout=10, context=self._ssl_context()) as r:
             return json.load(r)
+
+    def api_request(self, method: str, path: str, body: dict, *, patch: bool = False):
+        """POST/PUT/PATCH (merge patch) as admin without spawning kubectl; the decoded answer."""
+        ctype = "application/merge-patch+json" if patch else "application/json"
+        request = urllib.request.Request(
+            self.server + path, data=json.dumps(body).encode(), method=method, headers={"Content-Type": ctype}
+        )
+        with urllib.request.urlopen(request, timeout=30, context=self._ssl_context()) as r:
+            return json.load(r)
+
+    def create_nodes(
+        self,
+        names: Sequence[str],
+        *,
+        cpu: str = "8",
+        memory: str = "32Gi",
+        pods: str = "110",
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        """create_node() for many nodes at once, through the API directly (seconds for hundreds)."""
+        res = {"cpu": cpu, "memory": memory, "pods": pods}
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "fake node (berth e2e)",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for name in names:
+            meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+            self.api_request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
+            status = {"status": {"capacity": res, "allocatable": res, "conditions": [ready]}}
+            self.api_request("PATCH", f"/api/v1/nodes/{name}/status", status, patch=True)
+            # TaintNodesByCondition added not-ready at create; no controller-manager removes it here.
+            self.api_request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, patch=True)
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60

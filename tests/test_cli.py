@@ -169,3 +169,24 @@ def test_the_console_script_runs_as_an_installed_command():
     )
     assert result.returncode == 0, result.stderr
     assert "placed on node-d" in result.stdout
+
+
+def test_explain_replays_a_pod_of_the_cluster_with_its_own_seed_and_says_where_it_is(capsys):
+    cluster = str(ROOT / "examples/cluster.yaml")
+    code = main(["explain", "shop/web-0", "--cluster", cluster, "--output", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["pod"] == "shop/web-0" and out["node"] == "node-b"
+    assert out["decision"]["chosen"] is not None and "steps" in out["decision"]
+    # the same pod, the same seed: the same answer every time
+    main(["explain", "shop/web-0", "--cluster", cluster, "--output", "json"])
+    assert json.loads(capsys.readouterr().out)["decision"]["chosen"] == out["decision"]["chosen"]
+    assert main(["explain", "shop/web-0", "--cluster", cluster]) == 0
+    assert capsys.readouterr().out.startswith(
+        "shop/web-0 is on node-b; berth, asked now with the pod's own seed"
+    )
+
+
+def test_explain_names_a_pod_that_is_not_in_the_cluster(capsys):
+    assert main(["explain", "shop/nope", "--cluster", str(ROOT / "examples/cluster.yaml")]) == 2
+    assert "no pod shop/nope in the cluster" in capsys.readouterr().err

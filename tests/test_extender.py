@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from berth.cluster.kubeapi import ApiError
 from berth.extender.app import create_app
 from berth.extender.placer import Placer
 from berth.extender.serve import SnapshotCluster
@@ -219,3 +220,62 @@ def test_health_readiness_and_metrics(serve):
     assert 'berth_extender_request_seconds_count{verb="filter"} 1.0' in text
     assert 'berth_decisions_total{outcome="placed"} 1.0' in text
     assert "berth_cache_nodes 1.0" in text
+
+
+def test_bind_refuses_a_node_that_no_longer_fits_and_a_pod_it_has_never_seen(serve):
+    client = serve(node("n1"), node("n2"))
+    rule = {"require_without_tag": ["web"]}
+    first = pod("a", tags=["web"], affinity=rule, uid="ua")
+    chosen, _ = _schedule(client, first, ["n1", "n2"])
+    # A second pod the scheduler tries to bind beside the first (a race, or a restart in between).
+    second = pod("b", tags=["web"], affinity=rule, uid="ub")
+    client.post("/filter", json=_args(second, [chosen]))
+    bind = {"PodName": "b", "PodNamespace": "default", "PodUID": "ub", "Node": chosen}
+    error = client.post("/bind", json=bind).json()["Error"]
+    assert error.startswith(f"berth: {chosen} no longer fits default/b")
+    assert "require_without_tag" in error
+    assert ("default/b", chosen) not in client.bound
+    unknown = {"PodName": "ghost", "PodNamespace": "default", "PodUID": "ug", "Node": "n1"}
+    assert "not in berth's cluster view" in client.post("/bind", json=unknown).json()["Error"]
+
+
+def test_while_the_cache_is_not_synced_filter_and_bind_fail_closed_and_readyz_says_so(serve):
+    client = serve(node("n1"))
+    client.cluster.ready = lambda: False
+    result = client.post("/filter", json=_args(pod("p", uid="u"), ["n1"])).json()
+    assert result["Error"].startswith("berth: the cluster cache is not synced yet")
+    assert result["NodeNames"] is None  # the scheduler takes the Error as a failed attempt
+    bind = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
+    assert "not synced" in client.post("/bind", json=bind).json()["Error"]
+    assert client.get("/readyz").status_code == 503
+    assert client.bound == []
+
+
+def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surely_refused_it(serve):
+    client = serve(node("n1"), node("n2"))
+
+    async def broken_binder(pod_, node_):
+        raise RuntimeError("connection reset")
+
+    client.app.state.placer.binder = broken_binder
+    chosen_pod = pod("p", uid="u")
+    client.post("/filter", json=_args(chosen_pod, ["n1", "n2"]))
+    client.post("/prioritize", json=_args(chosen_pod, ["n1", "n2"]))  # berth reserves its choice
+    assert client.cluster.view.pod("default/p").node_name != ""
+    response = client.post(
+        "/bind", json={"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
+    )
+    assert response.status_code == 200
+    assert response.json()["Error"] == "berth: binding default/p to n1 failed: RuntimeError: connection reset"
+    # The outcome is unknown (the binding may have been stored): the pod keeps counting on its node.
+    assert client.cluster.view.pod("default/p").node_name != ""
+
+    async def refusing_binder(pod_, node_):
+        raise ApiError("POST binding: 404 pods not found", status=404)
+
+    client.app.state.placer.binder = refusing_binder
+    response = client.post(
+        "/bind", json={"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
+    )
+    assert "404 pods not found" in response.json()["Error"]
+    assert client.cluster.view.pod("default/p").node_name == ""  # refused for sure: released

@@ -4,6 +4,7 @@ one httpx.AsyncClient. Only what berth needs: get, list pages, watch lines, crea
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import ssl
@@ -122,6 +123,9 @@ def load_credentials(kubeconfig: str | None = None) -> Credentials:
     return from_kubeconfig(None)
 
 
+REQUESTS_IN_FLIGHT = 8  # besides the watches, each of which holds a connection of its own
+
+
 class KubeClient:
     def __init__(
         self, creds: Credentials, *, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
@@ -135,6 +139,10 @@ class KubeClient:
             timeout=httpx.Timeout(timeout, read=None),
             transport=transport,
         )
+        # httpcore matches every waiting request against every pooled connection at each step: with
+        # hundreds of requests at once (an event per placed pod) that costs more CPU than the requests.
+        # A few at a time over kept-alive connections keeps it cheap; the rest wait their turn here.
+        self._slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -163,22 +171,25 @@ class KubeClient:
             reason=reason,
         )
 
-    async def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = await self._http.get(path, params=params, headers=self._headers())
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; a transport failure (refused, reset, timeout) becomes an ApiError, so callers
+        handle every failure of the API server in one way."""
+        try:
+            async with self._slots:
+                response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(f"{method} {path}: {type(exc).__name__}: {exc}", status=0) from exc
         self._raise(response)
+        return response
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        response = await self._send("GET", path, params=params, headers=self._headers())
         return orjson.loads(response.content)
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         headers = {**self._headers(), "Content-Type": "application/json"}
-        response = await self._http.post(path, content=orjson.dumps(body), headers=headers)
-        self._raise(response)
+        response = await self._send("POST", path, content=orjson.dumps(body), headers=headers)
         return orjson.loads(response.content) if response.content else {}
-
-    async def patch_status(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
-        headers = {**self._headers(), "Content-Type": "application/merge-patch+json"}
-        response = await self._http.patch(path, content=orjson.dumps(patch), headers=headers)
-        self._raise(response)
-        return orjson.loads(response.content)
 
     async def list_pages(self, path: str, params: dict[str, Any] | None = None, limit: int = 500):
         """(items, resourceVersion) of a whole list, read page by page."""
@@ -192,11 +203,28 @@ class KubeClient:
                 return items, meta.get("resourceVersion", "")
             query["continue"] = meta["continue"]
 
-    async def watch(self, path: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, params: dict[str, Any], *, idle: float = 150.0, headers_within: float = 30.0
+    ) -> AsyncIterator[dict[str, Any]]:
         """Watch events as decoded dicts until the server closes the stream; the first item is
-        {"type": OPENED} once the server has accepted the watch."""
-        query = dict(params, watch="true")
-        async with self._http.stream("GET", path, params=query, headers=self._headers()) as response:
+        {"type": OPENED} once the server has accepted the watch. A server that sends no headers
+        within `headers_within` seconds, or a stream silent for `idle` seconds, ends the watch with an
+        ApiError, so a watch that an API server restart left hanging is noticed and restarted."""
+        request = self._http.build_request(
+            "GET",
+            path,
+            params=dict(params, watch="true"),
+            headers=self._headers(),
+            timeout=httpx.Timeout(30.0, read=idle),
+        )
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that arrives
+            # as the request completes, and a cancelled reflector would then never stop.
+            async with asyncio.timeout(headers_within):
+                response = await self._http.send(request, stream=True)
+        except (httpx.TransportError, TimeoutError) as exc:
+            raise ApiError(f"watch {path}: no answer: {type(exc).__name__}: {exc}", status=0) from exc
+        try:
             if response.status_code >= 400:
                 await response.aread()
                 self._raise(response)
@@ -204,3 +232,7 @@ class KubeClient:
             async for line in response.aiter_lines():
                 if line:
                     yield orjson.loads(line)
+        except httpx.TransportError as exc:
+            raise ApiError(f"watch {path}: {type(exc).__name__}: {exc}", status=0) from exc
+        finally:
+            await response.aclose()

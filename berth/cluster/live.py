@@ -27,7 +27,10 @@ from berth.errors import BerthError
 
 log = logging.getLogger("berth.cache")
 
-WATCH_TIMEOUT_SECONDS = 300
+# The server ends every watch after this long and the reflector resumes it from its resourceVersion;
+# a watch silent for WATCH_IDLE_SECONDS (no event, no bookmark) is taken as lost.
+WATCH_TIMEOUT_SECONDS = 120
+WATCH_IDLE_SECONDS = 30.0
 RETRY_SECONDS = 2.0
 RESERVATION_SECONDS = 30.0  # a placement berth chose but the scheduler has not bound yet
 
@@ -79,6 +82,7 @@ class Reflector:
                     await asyncio.sleep(10 * RETRY_SECONDS)
                     continue
                 log.warning("%s: %s", self.kind.name, exc.message)
+                self.synced.clear()  # not ready until the watch is back
                 await asyncio.sleep(RETRY_SECONDS)
             except Exception as exc:  # network errors, server restarts: resume from the last resourceVersion
                 log.warning("%s: watch failed (%s: %s); retrying", self.kind.name, type(exc).__name__, exc)
@@ -106,9 +110,13 @@ class Reflector:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
         }
-        async for event in self.client.watch(self.kind.path, params):
+        async for event in self.client.watch(
+            self.kind.path, params, idle=WATCH_IDLE_SECONDS + WATCH_TIMEOUT_SECONDS
+        ):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == OPENED:
+                if not self.synced.is_set():
+                    log.info("%s: watching from resourceVersion %s", self.kind.name, self.resource_version)
                 self.synced.set()
                 continue
             if kind == "ERROR":
@@ -191,6 +199,10 @@ class LiveCluster:
 
     def ready(self) -> bool:
         return all(r.synced.is_set() for r in self.reflectors)
+
+    def waiting(self) -> list[str]:
+        """The kinds whose watch is not (yet, or no longer) established."""
+        return [r.kind.name for r in self.reflectors if not r.synced.is_set()]
 
     def lag_seconds(self) -> float:
         return time.monotonic() - self.last_event if self.last_event else float("inf")

@@ -8,6 +8,7 @@ schema.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -28,6 +29,7 @@ from berth.errors import BerthError
 from berth.extender import openapi, wire
 from berth.extender.placer import Placer
 
+log = logging.getLogger("berth.extender")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 5000 full Node objects fit; anything larger is refused
 
 _decoders = {
@@ -105,6 +107,9 @@ def create_app(placer: Placer) -> FastAPI:
             )
         except _BadRequest as exc:
             return _json({"error": exc.args[0]}, 400)
+        except Exception as exc:  # a bug must cost one attempt, never the scheduler's connection
+            log.exception("%s failed", verb)
+            return _wire(_failed(verb, f"berth: {verb} failed: {type(exc).__name__}: {exc}"))
         finally:
             metrics.latency.labels(verb).observe(time.perf_counter() - start)
 
@@ -146,7 +151,10 @@ def create_app(placer: Placer) -> FastAPI:
     @app.get("/readyz", responses=openapi.READY_RESPONSES)
     async def readyz() -> Response:
         ready = placer.cluster.ready()
-        return _json({"ready": ready}, 200 if ready else 503)
+        body: dict[str, Any] = {"ready": ready}
+        if not ready and hasattr(placer.cluster, "waiting"):
+            body["waiting"] = placer.cluster.waiting()
+        return _json(body, 200 if ready else 503)
 
     @app.get("/metrics", responses=openapi.METRICS_RESPONSES)
     async def metrics_route() -> Response:
@@ -157,6 +165,17 @@ def create_app(placer: Placer) -> FastAPI:
 
 class _BadRequest(Exception):
     pass
+
+
+def _failed(verb: str, message: str) -> Any:
+    """The verb's own way of saying it failed: the scheduler counts it as a failed attempt."""
+    if verb == "filter":
+        return wire.ExtenderFilterResult(error=message)
+    if verb == "bind":
+        return wire.ExtenderBindingResult(error=message)
+    if verb == "preempt":
+        return wire.ExtenderPreemptionResult()  # no node: preemption does not go ahead
+    return []  # prioritize: the scheduler ignores its errors; give no scores
 
 
 def _route(handler, verb: str):

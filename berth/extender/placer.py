@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import msgspec
 
 from berth.cluster.convert import pod_from_k8s
+from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Kind, Pipeline, decide
@@ -28,6 +29,7 @@ from berth.extender import wire
 log = logging.getLogger("berth.extender")
 
 DECISION_CACHE = 10_000
+NOT_READY = "berth: the cluster cache is not synced yet; the pod will be retried"
 REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
 
 
@@ -112,6 +114,11 @@ class Placer:
     # -- verbs ----------------------------------------------------------------------------------
     async def filter(self, args: wire.ExtenderArgs) -> wire.ExtenderFilterResult:
         names = args.candidate_names()
+        if not self.cluster.ready():
+            # Fail closed: a view that may be missing placements must not place pods. The scheduler
+            # takes the error as a failed attempt and tries the pod again after a backoff.
+            self.observe("not_ready")
+            return wire.ExtenderFilterResult(error=NOT_READY)
         try:
             pod = pod_from_k8s(args.pod)
         except BerthError as exc:
@@ -163,17 +170,31 @@ class Placer:
 
     async def bind(self, args: wire.ExtenderBindingArgs) -> wire.ExtenderBindingResult:
         key = f"{args.pod_namespace}/{args.pod_name}"
+        if not self.cluster.ready():
+            return wire.ExtenderBindingResult(error=NOT_READY)
         remembered = self._recall(args.pod_uid, key)
         pod = remembered[0] if remembered else self.cluster.view.pod(key)
         if pod is None:
-            pod = Pod(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid)
-        try:
-            await self.binder(pod, args.node)
-        except BerthError as exc:
+            # Nothing to check the rules against: refuse, and the scheduler tries again later.
+            return wire.ExtenderBindingResult(error=f"berth: {key} is not in berth's cluster view yet")
+        # The last check, against the view as it is now: whatever happened since filter (an extender
+        # restart, a placement that raced this one), a node that no longer fits is never bound.
+        check = decide(pod, self.cluster.view, self.online, candidates=[args.node], seed=seed_for(pod))
+        if check.error is not None:
             self.cluster.release(pod)
             return wire.ExtenderBindingResult(
-                error=f"berth: binding {key} to {args.node} failed: {exc.message}"
+                error=f"berth: {args.node} no longer fits {key}: {check.error.message}"
             )
+        try:
+            await self.binder(pod, args.node)
+        except Exception as exc:
+            if refused_for_sure(exc):
+                self.cluster.release(pod)
+            # Otherwise the API server may have stored the binding before the answer was lost (a
+            # reset, a timeout, a 5xx): keep counting the pod on the node until the watch shows where
+            # it really is, or the reservation lapses. Releasing it could let the next pod share the node.
+            detail = exc.message if isinstance(exc, BerthError) else f"{type(exc).__name__}: {exc}"
+            return wire.ExtenderBindingResult(error=f"berth: binding {key} to {args.node} failed: {detail}")
         self.cluster.reserve(pod, args.node)
         if remembered:
             await self.recorder(pod, [placement_event(remembered[1], args.node)])
@@ -182,6 +203,13 @@ class Placer:
     def simulate(self, pod_obj: dict[str, Any], *, seed: int | None = None) -> Decision:
         pod = pod_from_k8s(pod_obj)
         return decide(pod, self.cluster.view, self.offline, seed=seed)
+
+
+def refused_for_sure(exc: Exception) -> bool:
+    """The API server answered and did not store the binding (4xx other than 409 Conflict, which
+    means the pod is already bound somewhere)."""
+    status = getattr(exc, "status", 0)
+    return isinstance(exc, ApiError) and 400 <= status < 500 and status != 409
 
 
 def to_priorities(decision: Decision, names: list[str]) -> list[wire.HostPriority]:

@@ -1,0 +1,178 @@
+"""berth's processes on a ControlPlane, each one killable and restartable: the extender, the operator
+and berth-scheduler. The reliability tests use it to crash parts mid-burst."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from controlplane import ControlPlane, free_port
+
+from berth.operator.certs import self_signed
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEDULER_CONFIG = ROOT / "manifests/scheduler/scheduler-config.yaml"
+
+
+class Process:
+    """One berth command run as a child process, logging to a file."""
+
+    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        self.name, self.argv, self.log = name, argv, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        out = self.log.open("a")
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def http_status(url: str, context: Any = None) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+class Stack:
+    def __init__(self, cp: ControlPlane, *, https: bool = False, scheduler: str = "berth-scheduler") -> None:
+        assert cp.logs and cp.kubeconfig and cp.workdir
+        self.cp, self.https, self.scheduler_name = cp, https, scheduler
+        self.port = free_port()
+        self.scheme = "https" if https else "http"
+        python = [sys.executable, "-m", "berth.cli"]
+        serve = [*python, "serve", "--kubeconfig", str(cp.kubeconfig), "--port", str(self.port)]
+        if https:
+            self.certs = self_signed(cp.workdir / f"{scheduler}-extender-tls", ["127.0.0.1"])
+            serve += ["--tls-cert", str(self.certs.cert), "--tls-key", str(self.certs.key)]
+        self.extender = Process("berth-extender", serve, cp.logs / f"{scheduler}-extender.log")
+        self.webhook_port = free_port()
+        self.operator = Process(
+            "berth-operator",
+            [
+                *python,
+                "operator",
+                "--kubeconfig",
+                str(cp.kubeconfig),
+                "--standalone",
+                "--webhook-self-signed",
+                "--manage-webhooks",
+                "--webhook-addr",
+                "127.0.0.1",
+                "--webhook-host",
+                "127.0.0.1",
+                "--webhook-port",
+                str(self.webhook_port),
+            ],
+            cp.logs / f"{scheduler}-operator.log",
+        )
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def _context(self) -> Any:
+        if not self.https:
+            return None
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.certs.ca))
+
+    def ready_status(self) -> int:
+        return http_status(f"{self.url}/readyz", self._context())
+
+    def readyz(self) -> str:
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=2, context=self._context()) as r:
+                return r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.read().decode()
+
+    def wait_extender(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.extender.proc and self.extender.proc.poll() is not None:
+                raise RuntimeError(f"extender exited:\n{self.extender.tail()}")
+            if self.ready_status() == 200:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"extender not ready after {timeout}s:\n{self.extender.tail()}")
+
+    def scheduler_config(self) -> str:
+        config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+        config["leaderElection"] = {"leaderElect": False}
+        config["profiles"][0]["schedulerName"] = self.scheduler_name
+        extender = config["extenders"][0]
+        extender["urlPrefix"] = self.url
+        if self.https:
+            # The scheduler verifies the extender's certificate against this CA.
+            extender["enableHTTPS"] = True
+            extender["tlsConfig"] = {"caData": base64.b64encode(self.certs.ca.read_bytes()).decode()}
+        return yaml.safe_dump(config)
+
+    def start(self) -> Stack:
+        self.cp.kubectl("apply", "-f", str(ROOT / "manifests/crds"))
+        self.cp.kubectl(
+            "wait", "--for=condition=Established", "crd/placementpolicies.berth.dev", "--timeout=60s"
+        )
+        self.extender.start()
+        self.wait_extender()
+        self.operator.start()
+        self.wait_webhooks()
+        self.cp.start_scheduler(self.scheduler_config(), name=self.scheduler_name)
+        return self
+
+    def wait_webhooks(self, timeout: float = 90) -> None:
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": "default", "annotations": {"berth.dev/tags": "["}},
+            "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "x"}]},
+        }
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.operator.proc and self.operator.proc.poll() is not None:
+                raise RuntimeError(f"operator exited:\n{self.operator.tail()}")
+            result = self.cp.kubectl(
+                "apply", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False
+            )
+            if result.returncode != 0 and "berth.dev/tags" in result.stderr:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"webhook not serving:\n{self.operator.tail()}")
+
+    def restart_scheduler(self) -> None:
+        self.cp.kill(self.scheduler_name)
+        self.cp.revive(self.scheduler_name)
+
+    def stop(self) -> None:
+        self.operator.stop()
+        self.extender.stop()
