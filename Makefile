@@ -5,12 +5,12 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit e2e
+.PHONY: demo test lint unit e2e tools bench bench-quick
 demo: $(VENV)/.installed
 	$(BIN)/berth simulate --cluster examples/cluster.yaml --pod examples/pods/web.yaml --seed 1 --detail
 
 # Everything CI runs: lint, unit and property tests, end-to-end tests on a real control plane.
-test: lint $(VENV)/.installed
+test: lint tools $(VENV)/.installed
 	$(BIN)/pytest
 
 lint: $(VENV)/.installed
@@ -20,8 +20,21 @@ lint: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(BIN)/pytest tests
 
-e2e: $(VENV)/.installed
+e2e: tools $(VENV)/.installed
 	$(BIN)/pytest e2e
+
+# Benchmarks (bench/RESULTS.md): every figure at every size, about 15 minutes on 2 cores; or all of them
+# at a small size in under a minute. Both print the Markdown tables RESULTS.md holds.
+bench: $(VENV)/.installed
+	$(BIN)/python -m bench
+
+bench-quick: $(VENV)/.installed
+	$(BIN)/python -m bench --quick
+
+# The operator guide's commands use jq; the end-to-end suite runs them as written.
+tools:
+	@command -v jq >/dev/null || { echo "installing jq (Debian package)"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

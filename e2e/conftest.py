@@ -1,11 +1,26 @@
-"""The end-to-end cluster: a real control plane, berth's extender and operator, and berth-scheduler.
+"""The end-to-end cluster: a real control plane, berth's extender and operator, and berth-scheduler, as the
+chart installs them.
 
-One cluster per test session. Each test works in a namespace of its own, so tags, apps and policies of
-one test never meet another's; the nodes are shared.
+One cluster per test session. The chart (charts/berth, rendered by helm with its default values) is
+applied with `kubectl apply --server-side`: CRDs, namespace berth-system, RBAC, ServiceAccounts,
+ConfigMaps, Deployments, Services, PodDisruptionBudgets, the webhook Secret. There is no kubelet, so the
+chart's Deployments never run pods; their processes run here instead, as the chart configures them:
+
+- `berth serve` and `berth operator` with the arguments of the chart's containers (ports and file paths
+  replaced) and a token of the chart's ServiceAccount (`kubectl create token`), not as admin;
+- kube-scheduler with the scheduler configuration of the chart's ConfigMap (extender URL replaced), its
+  leader election on, and a token of the scheduler's ServiceAccount;
+- the chart's ValidatingWebhookConfiguration, registered as admin with each webhook's service client
+  config replaced by the local operator's URL and CA (the operator is not allowed to write webhook
+  configurations, in the chart as here).
+
+Each test works in a namespace of its own, so tags, apps and policies of one test never meet another's;
+the nodes are shared.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -21,16 +36,111 @@ import pytest
 import yaml
 from controlplane import ControlPlane, free_port
 
+from berth.operator.certs import self_signed
+
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "charts"))
+import render_chart  # noqa: E402
+
 NODES = 20
 SCHEDULER = "berth-scheduler"
+CHART_NAMESPACE = render_chart.NAMESPACE
 
 
-def scheduler_config(extender_port: int) -> str:
-    """The scheduler configuration berth ships, pointed at this run's extender, leader election off."""
-    config = yaml.safe_load((ROOT / "manifests/scheduler/scheduler-config.yaml").read_text())
-    config["leaderElection"] = {"leaderElect": False}
+class Chart:
+    """The chart's objects as helm rendered them for this cluster."""
+
+    def __init__(self, text: str) -> None:
+        self.objects = render_chart.documents(text)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def named(self, kind: str, suffix: str) -> dict[str, Any]:
+        return next(o for o in self.of_kind(kind) if o["metadata"]["name"].endswith(suffix))
+
+    def container(self, deployment: str, name: str) -> dict[str, Any]:
+        pod = self.named("Deployment", deployment)["spec"]["template"]["spec"]
+        return next(c for c in pod["containers"] if c["name"] == name)
+
+    def service_account(self, deployment: str) -> str:
+        return self.named("Deployment", deployment)["spec"]["template"]["spec"]["serviceAccountName"]
+
+    def scheduler_config(self) -> dict[str, Any]:
+        return yaml.safe_load(self.named("ConfigMap", "-scheduler-config")["data"]["config.yaml"])
+
+
+def chart_args(container: dict[str, Any], replace: dict[str, str]) -> list[str]:
+    """The container's arguments with the values of some `--flag=value` replaced; every flag to replace
+    must be there, so the chart and this harness cannot drift apart unnoticed."""
+    args, seen = [], set()
+    for arg in container["args"]:
+        flag, eq, _ = arg.partition("=")
+        if eq and flag in replace:
+            arg = f"{flag}={replace[flag]}"
+            seen.add(flag)
+        args.append(arg)
+    missing = set(replace) - seen
+    assert not missing, f"the chart's {container['name']} container has no {sorted(missing)}"
+    return args
+
+
+def install_chart(cp: ControlPlane, chart: Chart) -> None:
+    """Everything the chart renders except the webhook configuration, server-side applied as admin."""
+    crds = chart.of_kind("CustomResourceDefinition")
+    cp.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
+    names = [f"crd/{c['metadata']['name']}" for c in crds]
+    cp.kubectl("wait", "--for=condition=Established", *names, "--timeout=60s")
+    cp.kubectl("create", "namespace", CHART_NAMESPACE)
+    rest = [
+        o
+        for o in chart.objects
+        if o["kind"] not in ("CustomResourceDefinition", "ValidatingWebhookConfiguration")
+    ]
+    cp.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
+
+
+def service_account_kubeconfig(cp: ControlPlane, service_account: str) -> Path:
+    """A kubeconfig holding a token of one of the chart's ServiceAccounts."""
+    assert cp.workdir and cp.certs
+    token = cp.kubectl(
+        "create", "token", service_account, "-n", CHART_NAMESPACE, "--duration=12h"
+    ).stdout.strip()
+    path = cp.workdir / f"{service_account}.kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "e2e",
+                "cluster": {"server": cp.server, "certificate-authority": str(cp.certs / "ca.crt")},
+            }
+        ],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": service_account}}],
+        "current-context": "e2e",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def register_webhooks(cp: ControlPlane, chart: Chart, port: int, ca: Path) -> dict[str, Any]:
+    """The chart's ValidatingWebhookConfiguration, pointed at the local operator instead of its Service."""
+    config = json.loads(json.dumps(chart.of_kind("ValidatingWebhookConfiguration")[0]))
+    bundle = base64.b64encode(ca.read_bytes()).decode()
+    for hook in config["webhooks"]:
+        path = hook["clientConfig"]["service"]["path"]
+        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+    cp.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(config))
+    return config
+
+
+def scheduler_config(chart: Chart, extender_port: int, kubeconfig: Path) -> str:
+    """The chart's scheduler configuration with this run's extender port and the scheduler's token."""
+    config = chart.scheduler_config()
     config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{extender_port}"
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
     return yaml.safe_dump(config)
 
 
@@ -50,9 +160,13 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60)
 
 
 class Cluster:
-    def __init__(self, cp: ControlPlane, extender_url: str) -> None:
+    def __init__(self, cp: ControlPlane, extender_url: str, chart: Chart) -> None:
         self.cp = cp
         self.extender_url = extender_url
+        self.chart = chart
+        # what the chart's processes run with: kubeconfig per component, the operator's liveness URL
+        self.kubeconfigs: dict[str, Path] = {}
+        self.operator_liveness = ""
         self.nodes = [f"node-{i:02d}" for i in range(NODES)]
 
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess:
@@ -112,26 +226,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cp.start()
     procs: list[subprocess.Popen] = []
     try:
-        logs = cp.logs
-        assert logs is not None
-        cp.kubectl("apply", "-f", str(ROOT / "manifests/crds"))
-        cp.kubectl("wait", "--for=condition=Established", "crd/placementpolicies.berth.dev", "--timeout=60s")
-
-        port = free_port()
-        extender_log = logs / "berth-extender.log"
+        logs, workdir = cp.logs, cp.workdir
+        assert logs is not None and workdir is not None and cp.bin is not None
+        os.environ.setdefault("BERTH_HELM", str(cp.bin / "helm"))
+        chart = Chart(render_chart.render("--namespace", CHART_NAMESPACE, crds=True))
+        install_chart(cp, chart)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        berth = [sys.executable, "-m", "berth.cli"]
+
+        # The extender, with the scheduler pod's service account (it is a sidecar of kube-scheduler).
+        scheduler_kubeconfig = service_account_kubeconfig(cp, chart.service_account("-scheduler"))
+        allocator = workdir / "allocator.yaml"
+        allocator.write_text(chart.named("ConfigMap", "-allocator")["data"]["allocator.yaml"])
+        port = free_port()
+        serve = chart_args(
+            chart.container("-scheduler", "extender"), {"--port": str(port), "--config": str(allocator)}
+        )
+        extender_log = logs / "berth-extender.log"
         procs.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "berth.cli",
-                    "serve",
-                    "--kubeconfig",
-                    str(cp.kubeconfig),
-                    "--port",
-                    str(port),
-                ],
+                [*berth, *serve, f"--kubeconfig={scheduler_kubeconfig}"],
                 stdout=extender_log.open("w"),
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -139,40 +253,39 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         )
         _wait_http(f"http://127.0.0.1:{port}/readyz", procs[-1], extender_log)
 
+        # The operator, with its own service account, serving the chart's webhooks on loopback.
+        operator_kubeconfig = service_account_kubeconfig(cp, chart.service_account("-operator"))
+        certs = self_signed(workdir / "webhook-tls", ["127.0.0.1", "localhost"])
         webhook_port = free_port()
+        liveness = f"http://127.0.0.1:{free_port()}/healthz"
+        operator = chart_args(
+            chart.container("-operator", "operator"),
+            {
+                "--webhook-addr": "127.0.0.1",
+                "--webhook-port": str(webhook_port),
+                "--webhook-cert": str(certs.cert),
+                "--webhook-key": str(certs.key),
+                "--liveness": liveness,
+            },
+        )
         operator_log = logs / "berth-operator.log"
         procs.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "berth.cli",
-                    "operator",
-                    "--kubeconfig",
-                    str(cp.kubeconfig),
-                    "--standalone",
-                    "--webhook-self-signed",
-                    "--manage-webhooks",
-                    "--webhook-addr",
-                    "127.0.0.1",
-                    "--webhook-host",
-                    "127.0.0.1",
-                    "--webhook-port",
-                    str(webhook_port),
-                    "--liveness",
-                    f"http://127.0.0.1:{free_port()}/healthz",
-                ],
+                [*berth, *operator, f"--kubeconfig={operator_kubeconfig}"],
                 stdout=operator_log.open("w"),
                 stderr=subprocess.STDOUT,
                 env=env,
             )
         )
+        register_webhooks(cp, chart, webhook_port, certs.ca)
         _wait_webhooks(cp, procs[-1], operator_log)
 
-        cp.start_scheduler(scheduler_config(port), name="berth-scheduler")
+        cp.start_scheduler(scheduler_config(chart, port, scheduler_kubeconfig), name=SCHEDULER)
         for name in [f"node-{i:02d}" for i in range(NODES)]:
             cp.create_node(name, cpu="8", memory="32Gi")
-        cluster = Cluster(cp, f"http://127.0.0.1:{port}")
+        cluster = Cluster(cp, f"http://127.0.0.1:{port}", chart)
+        cluster.kubeconfigs = {"scheduler": scheduler_kubeconfig, "operator": operator_kubeconfig}
+        cluster.operator_liveness = liveness
         _wait_nodes_seen(cluster)
         yield cluster
     finally:

@@ -1,0 +1,136 @@
+{{/* Names, labels and shared pieces of the berth chart. */}}
+
+{{- define "berth.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object name: the release name, with the chart name unless it holds it. */}}
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "berth.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "berth.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: berth
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component: include "berth.selectorLabels" (list . "scheduler") */}}
+{{- define "berth.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "berth.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "berth.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "berth.schedulerName" -}}{{ include "berth.fullname" . }}-scheduler{{- end -}}
+{{- define "berth.operatorName" -}}{{ include "berth.fullname" . }}-operator{{- end -}}
+{{- define "berth.peeringName" -}}{{ default (include "berth.fullname" .) .Values.operator.peering.name }}{{- end -}}
+{{- define "berth.webhookServiceName" -}}{{ include "berth.fullname" . }}-operator-webhook{{- end -}}
+
+{{/* The certificate source of the webhook: certManager, generated or secret. */}}
+{{- define "berth.certMode" -}}
+{{- $mode := .Values.webhook.certificate.mode -}}
+{{- if eq $mode "auto" -}}
+{{- if .Capabilities.APIVersions.Has "cert-manager.io/v1" -}}certManager{{- else -}}generated{{- end -}}
+{{- else -}}
+{{- $mode -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "berth.webhookSecretName" -}}
+{{- if eq (include "berth.certMode" .) "secret" -}}
+{{- required "webhook.certificate.secretName is required with webhook.certificate.mode secret" .Values.webhook.certificate.secretName -}}
+{{- else -}}
+{{- include "berth.fullname" . }}-webhook-tls
+{{- end -}}
+{{- end -}}
+
+{{/* A preferred anti-affinity spreading one component's replicas over nodes. */}}
+{{- define "berth.spreadAffinity" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "berth.selectorLabels" . | nindent 12 }}
+{{- end -}}
+
+{{/* The scheduler configuration: the one source of manifests/scheduler/scheduler-config.yaml. */}}
+{{- define "berth.schedulerConfig" -}}
+# The configuration of the second scheduler, {{ .Values.scheduler.name }}, with berth's extender beside it on loopback.
+# Pods opt in with `spec.schedulerName: {{ .Values.scheduler.name }}`.
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: {{ .Values.scheduler.leaderElection.enabled }}
+  resourceLock: leases
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: {{ .Values.scheduler.name }}
+  leaseDuration: {{ .Values.scheduler.leaderElection.leaseDuration }}
+  renewDeadline: {{ .Values.scheduler.leaderElection.renewDeadline }}
+  retryPeriod: {{ .Values.scheduler.leaderElection.retryPeriod }}
+# Without this, kube-scheduler hands the extender only a sample of the feasible nodes on large clusters,
+# and a require_with_tag neighbour outside the sample would be missed.
+percentageOfNodesToScore: {{ .Values.scheduler.percentageOfNodesToScore }}
+profiles:
+  - schedulerName: {{ .Values.scheduler.name }}
+    plugins:
+      # berth ranks the nodes: its first choice is the node that gets the pod, so the placement it
+      # reserves for the next pod of a burst is the one that happens.
+      score:
+        disabled:
+          - name: "*"
+extenders:
+  - urlPrefix: "http://127.0.0.1:{{ .Values.extender.port }}"
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    weight: 1
+    nodeCacheCapable: true
+    # A filter that times out fails the pod's scheduling attempt; berth answers in milliseconds.
+    httpTimeout: {{ .Values.extender.httpTimeout }}
+    enableHTTPS: false
+    ignorable: false
+{{- end -}}
+
+{{/* The allocator configuration file (berth serve --config). */}}
+{{- define "berth.allocatorConfig" -}}
+{{- $config := .Values.allocator.config -}}
+{{- if kindIs "string" $config -}}
+{{- $config -}}
+{{- else -}}
+{{- toYaml $config -}}
+{{- end -}}
+{{- end -}}
+
+{{/* An exec probe that GETs a path of the extender on loopback (kubelet probes cannot reach 127.0.0.1). */}}
+{{- define "berth.extenderProbe" -}}
+{{- $root := index . 0 -}}
+exec:
+  command:
+    - python
+    - -c
+    - {{ printf "import urllib.request; urllib.request.urlopen('http://127.0.0.1:%v%s', timeout=4)" $root.Values.extender.port (index . 1) | quote }}
+{{- end -}}

@@ -1,0 +1,151 @@
+"""The guides on a real cluster: every shell block marked `<!-- e2e -->` in docs/user-guide.md,
+docs/troubleshooting.md and docs/operator-guide.md runs here as written, in order, with kubectl, helm and
+berth on the PATH and the admin kubeconfig (the marker may name the exit status and a text the output
+holds). Every other kubectl and helm command in the docs is checked against the binary's flags
+(`--help` after its arguments fails on an unknown flag or subcommand); berth commands are checked by
+tests/test_docs.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import pod
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.test_docs import DOCS, GUIDES, ROOT, Block, blocks, commands, program, shell_blocks
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """Where a guide runs: empty but for the repository's charts/ and manifests/, which guides name."""
+    for name in ("charts", "manifests"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    return tmp_path
+
+
+@pytest.fixture
+def nodes_restored(cluster) -> Iterator[None]:
+    """Guides tag nodes and take the tags off again; whatever they leave is removed, so the shared nodes
+    are as before for the tests that follow."""
+
+    def berth_keys() -> dict[str, tuple[set[str], set[str]]]:
+        items = cluster.cp.kubectl_json("get", "nodes")["items"]
+        return {
+            n["metadata"]["name"]: (
+                {k for k in n["metadata"].get("labels", {}) if "berth.dev" in k},
+                {k for k in n["metadata"].get("annotations", {}) if k.startswith("berth.dev/")},
+            )
+            for n in items
+        }
+
+    before = berth_keys()
+    yield
+    for node, (labels, notes) in berth_keys().items():
+        for label in labels - before[node][0]:
+            cluster.kubectl("label", "node", node, f"{label}-")
+        for annotation in notes - before[node][1]:
+            cluster.kubectl("annotate", "node", node, f"{annotation}-")
+
+
+def run_block(cluster, block: Block, cwd: Path) -> str:
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(cluster.cp.bin), str(Path(sys.executable).parent), os.environ["PATH"]]),
+        "KUBECONFIG": str(cluster.cp.kubeconfig),
+    }
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == block.exit_code, f"{block} exited {result.returncode}:\n{output}"
+    if block.expect is not None:
+        assert block.expect in output, f"{block}: no {block.expect!r} in:\n{output}"
+    return output
+
+
+def run_guide(cluster, guide: Path, cwd: Path) -> dict[int, str]:
+    """Run the guide's marked blocks in order; their output by line."""
+    runnable = [b for b in blocks(guide) if b.lang == "sh" and b.marker is not None]
+    assert runnable
+    return {b.line: run_block(cluster, b, cwd) for b in runnable}
+
+
+def test_the_user_guide_runs_as_written(cluster, workdir, nodes_restored):
+    outputs = run_guide(cluster, ROOT / "docs/user-guide.md", workdir)
+    placed = {
+        p["metadata"]["name"]: p["spec"].get("nodeName")
+        for p in cluster.cp.kubectl_json("get", "pods", "-n", "shop")["items"]
+    }
+    assert placed["web-1"] == placed["cache-1"], "web-1 prefers the cache's node"
+    assert placed["app-1"] == placed["db-1"], "app-1 is strictly near db-1"
+    assert len({placed["api-1"], placed["api-2"], placed["api-3"]}) == 3, "one API server per node"
+    trainer = next(o for o in outputs.values() if "trainer-1" in o and "placed on" in o)
+    assert placed["trainer-1"] in trainer
+
+
+def test_the_troubleshooting_guide_runs_as_written(cluster, workdir, nodes_restored):
+    run_guide(cluster, ROOT / "docs/troubleshooting.md", workdir)
+    search = cluster.get("pod", "search-1", "demo")["spec"]["nodeName"]
+    assert search == cluster.get("pod", "search-index-1", "demo")["spec"]["nodeName"]
+
+
+def test_the_operator_guide_runs_as_written(cluster, workdir, nodes_restored):
+    # a pod that still uses the weighted affinity form, for the guide to find
+    cluster.kubectl("create", "namespace", "legacy")
+    cluster.apply(pod("weighted-1", "legacy", affinity={"cache": 10}))
+    outputs = run_guide(cluster, ROOT / "docs/operator-guide.md", workdir)
+    found = next(o for o in outputs.values() if "jq" not in o and "legacy/weighted-1" in o)
+    assert 'Pod legacy/weighted-1: {"cache": 10}' in found
+
+
+def test_the_metrics_the_operator_guide_names_are_served(cluster):
+    named = set(re.findall(r"`(berth_\w+)", (ROOT / "docs/operator-guide.md").read_text()))
+    with urllib.request.urlopen(f"{cluster.extender_url}/metrics", timeout=5) as response:
+        served = response.read().decode()
+    assert len(named) >= 5
+    for metric in named:
+        assert re.search(rf"^{metric}(_bucket|_count|_sum)?[{{ ]", served, re.M), metric
+
+
+def _checked(name: str) -> list[pytest.param]:
+    return [
+        pytest.param(words, id=f"{block}: {' '.join(words)[:70]}")
+        for block in shell_blocks(DOCS)
+        for words in commands(block)
+        if program(words) == name
+    ]
+
+
+@pytest.mark.parametrize("words", _checked("kubectl"))
+def test_every_kubectl_command_in_the_docs_has_known_flags(cluster, words):
+    result = subprocess.run(
+        [str(cluster.cp.bin / "kubectl"), *words[1:], "--help"], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("words", _checked("helm"))
+def test_every_helm_command_in_the_docs_has_known_flags(cluster, words):
+    result = subprocess.run(
+        [str(cluster.cp.bin / "helm"), *words[1:], "--help"], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_each_guide_is_checked(cluster):
+    for guide in GUIDES:
+        assert any(b.marker is not None for b in shell_blocks([guide])), guide
+    assert json.dumps(_checked("helm"))  # the docs do name helm commands

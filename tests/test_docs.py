@@ -1,0 +1,218 @@
+"""The guides' commands and manifests. Every `berth` command in a ```sh block parses with berth's own
+CLI parser; every manifest (a ```yaml block, or a heredoc in a ```sh block) is valid YAML and passes
+`berth validate`, and a values file passes the chart's schema. e2e/test_chart_docs.py runs the blocks
+marked `<!-- e2e -->` on the end-to-end cluster and checks every kubectl and helm command's flags.
+
+A marker is an HTML comment on the line before a block: `<!-- e2e -->` (runs, exits 0),
+`<!-- e2e: exit N -->` (exits N), `<!-- e2e: expect "text" -->` (prints the text), or both joined by `;`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from berth.cli import build_parser
+from berth.validate import validate_object
+
+ROOT = Path(__file__).resolve().parent.parent
+GUIDES = [ROOT / "docs/user-guide.md", ROOT / "docs/operator-guide.md", ROOT / "docs/troubleshooting.md"]
+DOCS = [*GUIDES, ROOT / "README.md", ROOT / "charts/berth/README.md"]
+MARKER = re.compile(r"^<!-- e2e(?::\s*(?P<spec>.*?))?\s*-->$")
+HEREDOC = re.compile(r"<<-?\s*'?(?P<tag>[A-Za-z_]+)'?")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # of the opening fence
+    lang: str
+    text: str
+    marker: str | None  # the e2e marker's spec ("" for a bare <!-- e2e -->), None when not run
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def exit_code(self) -> int:
+        found = re.search(r"exit\s+(\d+)", self.marker or "")
+        return int(found.group(1)) if found else 0
+
+    @property
+    def expect(self) -> str | None:
+        found = re.search(r'expect\s+"([^"]*)"', self.marker or "")
+        return found.group(1) if found else None
+
+
+def blocks(path: Path) -> list[Block]:
+    out: list[Block] = []
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        fence = re.match(r"^(\s*)```(\w*)\s*$", lines[i])
+        if not fence:
+            i += 1
+            continue
+        start, lang, body = i, fence.group(2), []
+        i += 1
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i][len(fence.group(1)) :])
+            i += 1
+        before = next((lines[j].strip() for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+        marker = MARKER.match(before)
+        spec = (marker.group("spec") or "") if marker else None
+        out.append(Block(path, start + 1, lang, "\n".join(body), spec))
+        i += 1
+    return out
+
+
+def shell_blocks(paths: list[Path] = DOCS) -> list[Block]:
+    return [b for p in paths for b in blocks(p) if b.lang == "sh"]
+
+
+def split_heredocs(text: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The command lines of a shell block, and its heredocs as (target file or "", body)."""
+    commands: list[str] = []
+    heredocs: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        commands.append(line)
+        found = HEREDOC.search(line)
+        i += 1
+        if found:
+            body = []
+            while i < len(lines) and lines[i].strip() != found.group("tag"):
+                body.append(lines[i])
+                i += 1
+            i += 1
+            target = re.search(r">\s*(\S+)", line[: found.start()])
+            heredocs.append((target.group(1) if target else "", "\n".join(body)))
+    return commands, heredocs
+
+
+def _unquoted_newlines_to_semicolons(text: str) -> str:
+    out, quote, escaped = [], "", False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "\n":
+            char = ";"
+        out.append(char)
+    return "".join(out)
+
+
+def commands(block: Block) -> list[list[str]]:
+    """Every simple command of a shell block as its words: continuation lines joined, comments and
+    heredoc bodies dropped, pipelines, lists, subshells and redirections split apart."""
+    lines, _ = split_heredocs(block.text)
+    lines = [re.sub(r"\s+#\s.*$", "", line) for line in lines if not line.lstrip().startswith("#")]
+    text = _unquoted_newlines_to_semicolons(re.sub(r"\\\n", " ", "\n".join(lines)))
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>$`")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    out: list[list[str]] = []
+    words: list[str] = []
+    redirected = False
+    for token in lexer:
+        if set(token) <= set(";&|()<>$`"):
+            out.append(words)
+            words = []
+            redirected = token in (">", ">>", "<", "<<", "&>")
+        elif redirected:  # the file of a redirection, or a heredoc's tag
+            redirected = False
+        else:
+            words.append(token)
+    out.append(words)
+
+    def without_assignments(words: list[str]) -> list[str]:
+        while words and re.match(r"^\w+=", words[0]):
+            words = words[1:]
+        return words
+
+    return [c for c in (without_assignments(w) for w in out) if c]
+
+
+def program(words: list[str]) -> str:
+    return Path(words[0]).name
+
+
+BERTH_COMMANDS = [
+    pytest.param(words, id=f"{block}: {' '.join(words)[:60]}")
+    for block in shell_blocks()
+    for words in commands(block)
+    if program(words) == "berth"
+]
+
+
+def test_the_guides_have_berth_commands_and_runnable_blocks():
+    assert len(BERTH_COMMANDS) >= 15
+    for guide in GUIDES:
+        assert any(b.marker is not None for b in shell_blocks([guide])), guide
+
+
+@pytest.mark.parametrize("words", BERTH_COMMANDS)
+def test_every_berth_command_in_the_docs_is_one_berth_understands(words, capsys):
+    try:
+        build_parser().parse_args(words[1:])
+    except SystemExit as exc:
+        pytest.fail(f"berth {' '.join(words[1:])}: {capsys.readouterr().err.strip()} (exit {exc.code})")
+
+
+def manifests() -> list[pytest.param]:
+    out = []
+    for path in DOCS:
+        for block in blocks(path):
+            if block.exit_code != 0:
+                continue  # shows a refusal on purpose
+            if block.lang == "yaml":
+                out.append(pytest.param("", block.text, id=f"{block} (yaml)"))
+            elif block.lang == "sh":
+                for target, body in split_heredocs(block.text)[1]:
+                    out.append(pytest.param(target, body, id=f"{block} ({target or 'stdin'})"))
+    return out
+
+
+@pytest.mark.parametrize(("target", "text"), manifests())
+def test_every_manifest_in_the_docs_is_valid_for_berth(target, text):
+    documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    assert documents
+    if target.endswith("values.yaml"):
+        schema = json.loads((ROOT / "charts/berth/values.schema.json").read_text())
+        for document in documents:
+            jsonschema.validate(document, schema)
+        return
+    for document in documents:
+        assert validate_object(document) in (None, []), document
+
+
+def test_the_command_splitter_finds_each_command_of_a_pipeline():
+    block = Block(
+        ROOT,
+        1,
+        "sh",
+        "NODE=$(kubectl get nodes -o name) && berth simulate --live \\\n  --pod p.yaml | head\n"
+        "cat > x.yaml <<'EOF'\nkind: Pod\nEOF\nkubectl apply -f x.yaml",
+        None,
+    )
+    assert commands(block) == [
+        ["kubectl", "get", "nodes", "-o", "name"],
+        ["berth", "simulate", "--live", "--pod", "p.yaml"],
+        ["head"],
+        ["cat"],
+        ["kubectl", "apply", "-f", "x.yaml"],
+    ]
