@@ -178,6 +178,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
     options = OperatorOptions(
         namespaces=tuple(args.namespace),
         peering=None if args.standalone else args.peering,
+        priority=args.priority,
         webhook_port=args.webhook_port,
         webhook_addr=args.webhook_addr,
         webhook_host=args.webhook_host,
@@ -302,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     peers = op.add_mutually_exclusive_group()
     peers.add_argument("--peering", default="berth", help="kopf peering name: several replicas, one active")
     peers.add_argument("--standalone", action="store_true", help="one replica, no peering objects")
+    op.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="peering priority (default: drawn at random, so one replica is active)",
+    )
     op.add_argument("--webhook-addr", default="0.0.0.0", help="address the webhook listens on")
     op.add_argument("--webhook-port", type=int, default=9443)
     op.add_argument("--webhook-host", help="host name the API server uses to reach the webhook")

@@ -10,6 +10,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -103,8 +104,8 @@ def _settle(stack: Stack, ns: str, expected_placed: int, timeout: float = 180) -
         time.sleep(0.5)
 
 
-def _wait_policy_ready(stack: Stack, ns: str, name: str) -> None:
-    deadline = time.monotonic() + 60
+def _wait_policy_ready(stack: Stack, ns: str, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         obj = stack.cp.kubectl_json("get", "placementpolicy", name, "-n", ns)
         if any(
@@ -222,3 +223,50 @@ def test_the_scheduler_reaches_an_https_extender_only_with_a_certificate_it_trus
         assert any("certificate" in m for m in refused["untrusted"])
     finally:
         secure.stop()
+
+
+def test_two_operator_replicas_one_active_and_the_other_takes_over_when_it_dies(stack, ns):
+    cp = stack.cp
+    cp.kubectl(
+        "apply", "-f", str(Path(__file__).resolve().parent.parent / "manifests/crds/kopf-peerings.yaml")
+    )
+    cp.kubectl("wait", "--for=condition=Established", "crd/clusterkopfpeerings.kopf.dev", "--timeout=60s")
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input="apiVersion: kopf.dev/v1\nkind: ClusterKopfPeering\nmetadata:\n  name: berth-ha\n",
+    )
+    stack.operator.stop()  # the standalone one of the fixture: this test runs its own pair
+    replicas = []
+    for priority in (200, 100):
+        replica = Stack(cp, scheduler=f"operator-{priority}").operator
+        replica.argv = [a for a in replica.argv if a not in ("--standalone", "--manage-webhooks")]
+        replica.argv += ["--peering", "berth-ha", "--priority", str(priority)]
+        replica.start()
+        replicas.append(replica)
+    try:
+        _apply(stack, [_policy("first", ns, {"type": "ANY"}, "a")])
+        _wait_policy_ready(stack, ns, "first")
+
+        def last_peering_line(replica) -> str:
+            lines = [
+                x for x in replica.log.read_text(errors="replace").splitlines() if "engines.peering" in x
+            ]
+            return lines[-1] if lines else ""
+
+        # kopf starts a replica paused until it knows its peers; the lower priority stays paused (or
+        # pauses "in favour of" the higher one if it started first) while the higher one lives.
+        time.sleep(5)
+        assert "Resuming" in last_peering_line(replicas[0])
+        assert "Resuming" not in last_peering_line(replicas[1])
+        replicas[0].kill()  # the active one
+        _apply(stack, [_policy("second", ns, {"type": "ANY"}, "b")])
+        # handled by the replica that took over once the dead one's peering record lapsed (60 s)
+        _wait_policy_ready(stack, ns, "second", timeout=150)
+        assert "Resuming operations" in last_peering_line(replicas[1])
+    finally:
+        for replica in replicas:
+            replica.stop()
+        stack.operator.start()
+        stack.wait_webhooks()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,10 @@ WEBHOOK_NAME = "berth.dev"
 class OperatorOptions:
     namespaces: tuple[str, ...] = ()  # empty: the whole cluster
     peering: str | None = "berth"  # None: standalone (one replica, no peering objects)
+    # kopf pauses every operator of a peering whose priority is not the highest, and all of them on a
+    # tie: each replica draws its own priority, so exactly one is active and another takes over when
+    # its peering record lapses.
+    priority: int = 0
     webhook_port: int = 9443
     webhook_addr: str = "0.0.0.0"
     webhook_host: str | None = None  # the host the API server reaches the webhook at (managed mode)
@@ -46,6 +51,8 @@ def configure(settings: kopf.OperatorSettings, options: OperatorOptions) -> None
     if options.peering:
         settings.peering.name = options.peering
         settings.peering.mandatory = True
+    # berth's resources are known: do not scan the cluster for CRDs (its RBAC does not allow it).
+    settings.scanning.disabled = True
     settings.admission.server = _webhook_server(options)
     if options.manage_webhooks:
         settings.admission.managed = WEBHOOK_NAME
@@ -87,7 +94,7 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None) -> None:
             clusterwide=not options.namespaces,
             namespaces=list(options.namespaces),
             standalone=options.peering is None,
-            priority=0,
+            priority=options.priority or secrets.randbelow(2**31 - 1) + 1,
             liveness_endpoint=options.liveness,
         )
     )
