@@ -96,3 +96,27 @@ def test_a_rule_based_policy_sees_the_node_labels(cluster, namespace):
     wait_ready(cluster, namespace, "pin")
     cluster.apply(pod("pinned", namespace, labels={"pin": "yes"}))
     assert cluster.wait_placed(namespace, ["pinned"]) == {"pinned": "node-11"}
+
+
+def test_no_tag_keeps_off_a_specialised_node_and_a_composite_or_reaches_it(cluster, namespace):
+    cluster.cp.create_node("fast-0", cpu="8", memory="32Gi", labels={"tag.berth.dev/fast": ""})
+    try:
+        either = {
+            "type": "COMPOSITE",
+            "combiner": "OR",
+            "policies": [{"type": "MATCH_TAG", "tag": "fast"}, {"type": "MATCH_TAG", "tag": "node-04"}],
+        }
+        cluster.apply(
+            policy("plain", namespace, {"type": "NO_TAG"}, {"matchLabels": {"want": "plain"}}),
+            policy("either", namespace, either, {"matchLabels": {"want": "either"}}),
+        )
+        wait_ready(cluster, namespace, "plain")
+        wait_ready(cluster, namespace, "either")
+        cluster.apply(*(pod(f"plain-{i}", namespace, labels={"want": "plain"}) for i in range(6)))
+        placed = cluster.wait_placed(namespace, [f"plain-{i}" for i in range(6)])
+        assert "fast-0" not in placed.values()
+        cluster.apply(*(pod(f"either-{i}", namespace, labels={"want": "either"}) for i in range(6)))
+        placed = cluster.wait_placed(namespace, [f"either-{i}" for i in range(6)])
+        assert set(placed.values()) <= {"fast-0", "node-04"}
+    finally:
+        cluster.kubectl("delete", "node", "fast-0")

@@ -144,3 +144,28 @@ def test_a_reservation_counts_the_pod_until_the_watch_shows_it_bound():
         await cache.stop()
 
     asyncio.run(scenario())
+
+
+def test_the_bearer_token_never_appears_in_errors_or_logs(caplog):
+    token = "s3cr3t-token-value"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Authorization"] == f"Bearer {token}"
+        return httpx.Response(500, json={"kind": "Status", "code": 500, "message": "etcd is down"})
+
+    async def scenario():
+        creds = Credentials(server="https://api.test", ssl_context=False, token=token)
+        client = KubeClient(creds, transport=httpx.MockTransport(handler))
+        try:
+            await client.get("/api/v1/nodes")
+        except Exception as exc:
+            return str(exc)
+        finally:
+            await client.aclose()
+        return ""
+
+    with caplog.at_level("DEBUG"):
+        message = asyncio.run(scenario())
+    assert "500 etcd is down" in message
+    assert token not in message
+    assert token not in caplog.text
