@@ -5,7 +5,9 @@ Both the snapshot loader and the live cache call these, so a pod means the same 
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 from berth import annotations as ann
@@ -105,6 +107,26 @@ def pod_requests(spec: dict[str, Any], source: str) -> tuple[dict[str, int], dic
     return dict(requests), dict(limits)
 
 
+def _word(value: Any) -> Any:
+    """Namespaces, node names and phases repeat across thousands of pods: keep one copy of each."""
+    return sys.intern(value) if type(value) is str else value
+
+
+def _shared(mapping: dict[str, Any]) -> dict[str, Any]:
+    """One dict for every pod with these items: a cache of 150k pods repeats a few label sets and
+    resource shapes, and each pod's own copy would cost more than the rest of its record. Records
+    are never changed in place."""
+    try:
+        return _shared_items(tuple(mapping.items()))
+    except (TypeError, AttributeError):  # not hashable or not a mapping (malformed): a copy of its own
+        return dict(mapping)
+
+
+@lru_cache(maxsize=8192)
+def _shared_items(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return dict(items)
+
+
 def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default") -> Pod:
     meta = obj.get("metadata") or {}
     name = meta.get("name") or meta.get("generateName") or ""
@@ -120,18 +142,18 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default") -> 
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     return Pod(
-        namespace=namespace,
+        namespace=_word(namespace),
         name=name,
         uid=meta.get("uid", ""),
-        labels=dict(meta.get("labels") or {}),
-        annotations=annotations,
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending",
-        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        labels=_shared(meta.get("labels") or {}),
+        annotations=_shared(annotations),
+        node_name=_word(spec.get("nodeName") or ""),
+        phase=_word(status.get("phase") or "Pending"),
+        scheduler_name=_word(spec.get("schedulerName") or "default-scheduler"),
         tags=read_neighbour_tags(annotations.get(ann.TAGS)),
-        requests=requests,
-        limits=limits,
-        node_selector=dict(spec.get("nodeSelector") or {}),
+        requests=_shared(requests),
+        limits=_shared(limits),
+        node_selector=_shared(spec.get("nodeSelector") or {}),
         tolerations=tuple(
             Toleration(
                 key=t.get("key", "") or "",

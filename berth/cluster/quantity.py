@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -43,6 +44,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return base * _DECIMAL[suffix]
 
 
+@lru_cache(maxsize=4096, typed=True)  # a cluster repeats a few quantities ("250m", "1Gi") many times
 def resource_units(name: str, value: str | int | float) -> int:
     """A quantity in berth's integer unit for the resource: millicores for cpu, the plain value
     (bytes, counts) rounded up for everything else, as kube-scheduler counts them."""

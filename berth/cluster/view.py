@@ -4,14 +4,21 @@ A rule asks a counter ("how many pods of namespace N carrying tag T are on this 
 pods, so a decision costs O(candidate nodes x rules). The snapshot loader fills a view once; the live
 cache (and the extender's bind) keeps one up to date with add_pod / remove_pod / upsert_node.
 
+Reverse indexes answer the other way round ("which nodes hold pods of namespace N carrying tag T"), so
+a rule that concerns a few nodes costs O(those nodes): tag -> nodes per namespace, namespace -> nodes,
+app -> nodes. Two caches serve steps that look at every node: `node_memo` keeps what depends on the
+node records alone until a node changes, and `column` keeps a number per node (unreserved RAM, the pod
+count) with its lowest and highest value, worked out again only for the nodes that changed.
+
 The view also holds the PlacementPolicy objects, compiled once per change (upsert_policy /
 remove_policy), and answers which of them govern a pod (policies_for).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +63,8 @@ class NodeState:
         if not pod.limits.get("cpu"):
             self.uncapped += sign
 
-    def add(self, pod: Pod) -> None:
-        self.pods[pod.key] = pod
+    def add(self, pod: Pod, key: str | None = None) -> None:
+        self.pods[key or pod.key] = pod
         self._count(pod, +1)
 
     def remove(self, key: str) -> Pod | None:
@@ -73,6 +80,44 @@ class NodeState:
 
 # A uid prefix names a pod only from this many characters on (a short Docker-style id is 12).
 UID_PREFIX = 8
+# node_memo starts afresh beyond this many entries (a few per step and per PlacementPolicy in use).
+NODE_MEMO_ENTRIES = 512
+
+
+class NodeColumn:
+    """A number worked out from each node and its pods, for every node of the view, with the lowest and
+    highest value. Reading it works out again only the nodes that changed since the last read."""
+
+    def __init__(self, compute: Callable[[NodeState], float], states: Mapping[str, NodeState]) -> None:
+        self._compute = compute
+        self.values: dict[str, float] = {name: compute(state) for name, state in states.items()}
+        self.dirty: set[str] = set()
+        self._low: float | None = None
+        self._high: float | None = None
+
+    def refresh(self, states: Mapping[str, NodeState]) -> None:
+        if not self.dirty:
+            return
+        for name in self.dirty:
+            state = states.get(name)
+            if state is None:
+                self.values.pop(name, None)
+            else:
+                self.values[name] = self._compute(state)
+        self.dirty.clear()
+        self._low = self._high = None
+
+    @property
+    def low(self) -> float:
+        if self._low is None:
+            self._low = min(self.values.values(), default=math.inf)
+        return self._low
+
+    @property
+    def high(self) -> float:
+        if self._high is None:
+            self._high = max(self.values.values(), default=-math.inf)
+        return self._high
 
 
 def app_key(pod: Pod) -> tuple[str, str, str]:
@@ -98,9 +143,18 @@ class ClusterView:
         # Lookups of the allocator's locality hints and affinity rules, kept with every pod change:
         # namespace -> pod key -> pod; uid prefix -> uids; namespace -> label key -> value -> pod keys.
         self._by_namespace: dict[str, dict[str, Pod]] = {}
-        self._uid_prefix: dict[str, set[str]] = {}
+        self._uid_prefix: dict[str, str | set[str]] = {}
         self._labels: dict[str, dict[str, dict[str, set[str]]]] = {}
+        # The per-node counters the other way round, for rules that concern a few nodes:
+        # namespace -> tag -> node -> pods carrying it; namespace -> node -> pods.
+        self._tag_nodes: dict[str, dict[str, Counter]] = {}
+        self._owner_nodes: dict[str, Counter] = {}
+        # What depends on the node records alone (cleared when a node changes), and numbers per node.
+        self._node_memo: dict[Hashable, Any] = {}
+        self._columns: dict[Hashable, NodeColumn] = {}
+        self._sorted_names: list[str] | None = None
         self.generation = 0
+        self.node_generation = 0
         for node in nodes:
             self.upsert_node(node)
         for pod in pods:
@@ -115,6 +169,44 @@ class ClusterView:
 
     def states(self) -> Iterator[NodeState]:
         return iter(self._nodes.values())
+
+    def states_by_name(self) -> Mapping[str, NodeState]:
+        """Node name -> its state, in the view's order; read-only."""
+        return self._nodes
+
+    def sorted_names(self) -> list[str]:
+        """Every node name, sorted; read-only."""
+        if self._sorted_names is None:
+            self._sorted_names = sorted(self._nodes)
+        return self._sorted_names
+
+    def tag_nodes(self, namespace: str, tag: str) -> Mapping[str, int]:
+        """Node -> pods of `namespace` on it carrying `tag` (only nodes with at least one); read-only."""
+        return self._tag_nodes.get(namespace, {}).get(tag, {})
+
+    def owner_nodes(self, namespace: str) -> Mapping[str, int]:
+        """Node -> pods of `namespace` on it (only nodes with at least one); read-only."""
+        return self._owner_nodes.get(namespace, {})
+
+    def node_memo(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """`build()`, kept under `key` until a node is added, changed or removed: for what depends on
+        the node records alone (which nodes are not Ready, which carry a trait)."""
+        try:
+            return self._node_memo[key]
+        except KeyError:
+            if len(self._node_memo) >= NODE_MEMO_ENTRIES:  # keys of replaced policies pile up otherwise
+                self._node_memo.clear()
+            value = self._node_memo[key] = build()
+            return value
+
+    def column(self, key: Hashable, compute: Callable[[NodeState], float]) -> NodeColumn:
+        """The NodeColumn of `compute` (a function of a node and its pods, named by `key`), up to date."""
+        column = self._columns.get(key)
+        if column is None:
+            column = self._columns[key] = NodeColumn(compute, self._nodes)
+        else:
+            column.refresh(self._nodes)
+        return column
 
     def state(self, name: str) -> NodeState | None:
         return self._nodes.get(name)
@@ -141,7 +233,8 @@ class ClusterView:
         """Pods whose uid starts with `prefix`, which has at least UID_PREFIX characters."""
         if len(prefix) < UID_PREFIX:
             return []
-        uids = self._uid_prefix.get(prefix[:UID_PREFIX], ())
+        held = self._uid_prefix.get(prefix[:UID_PREFIX], ())
+        uids = (held,) if isinstance(held, str) else held
         pods = (self.pod_by_uid(uid) for uid in sorted(uids) if uid.startswith(prefix))
         return [p for p in pods if p is not None]
 
@@ -177,40 +270,58 @@ class ClusterView:
 
     # -- writing -------------------------------------------------------------------------------
     def upsert_node(self, node: Node) -> None:
-        self.generation += 1
         state = self._nodes.get(node.name)
+        if state is not None and state.node == node:
+            return  # a status heartbeat: nothing berth reads has changed
+        self.generation += 1
+        self._nodes_changed(node.name)
         if state is not None:
             state.node = node
             return
+        self._sorted_names = None
         state = NodeState(node=node)
         self._nodes[node.name] = state
-        for pod in self._orphans.pop(node.name, {}).values():
-            self._attach(state, pod)
+        for key, pod in self._orphans.pop(node.name, {}).items():
+            self._attach(state, pod, key)
 
     def remove_node(self, name: str) -> None:
         self.generation += 1
         state = self._nodes.pop(name, None)
-        if state is not None and state.pods:
+        if state is None:
+            return
+        self._nodes_changed(name)
+        self._sorted_names = None
+        if state.pods:
             self._orphans[name] = dict(state.pods)
             for pod in state.pods.values():
-                self._count_app(pod, name, -1)
+                self._count_node(pod, name, -1)
+
+    def _nodes_changed(self, name: str) -> None:
+        self.node_generation += 1
+        self._node_memo.clear()
+        self._touch(name)
+
+    def _touch(self, name: str) -> None:
+        for column in self._columns.values():
+            column.dirty.add(name)
 
     def add_pod(self, pod: Pod) -> None:
         """Add or replace a pod; terminal pods hold nothing and are dropped."""
         self.generation += 1
-        self.remove_pod(pod.key)
+        key = pod.key  # one string for every index that holds the pod (pod.key makes a new one)
+        self.remove_pod(key)
         if pod.terminal:
             return
-        self._pods[pod.key] = pod
-        self._index(pod, add=True)
+        self._pods[key] = pod
+        self._index(pod, add=True, key=key)
         if pod.uid:
-            self._by_uid[pod.uid] = pod.key
+            self._by_uid[pod.uid] = key
         if pod.node_name:
             state = self._nodes.get(pod.node_name)
             if state is not None:
-                self._attach(state, pod)
+                self._attach(state, pod, key)
             else:
-                self._orphans.setdefault(pod.node_name, {})[pod.key] = pod
+                self._orphans.setdefault(pod.node_name, {})[key] = pod
 
     def remove_pod(self, key: str) -> Pod | None:
         pod = self._pods.pop(key, None)
@@ -223,30 +334,28 @@ class ClusterView:
         if pod.node_name:
             state = self._nodes.get(pod.node_name)
             if state is not None and state.remove(key) is not None:
-                self._count_app(pod, pod.node_name, -1)
+                self._count_node(pod, pod.node_name, -1)
             elif state is None:
                 self._orphans.get(pod.node_name, {}).pop(key, None)
         return pod
 
-    def _index(self, pod: Pod, *, add: bool) -> None:
+    def _index(self, pod: Pod, *, add: bool, key: str | None = None) -> None:
+        pod_key = key or pod.key
         per_ns = self._by_namespace.setdefault(pod.namespace, {})
         if add:
-            per_ns[pod.key] = pod
+            per_ns[pod_key] = pod
         else:
-            per_ns.pop(pod.key, None)
+            per_ns.pop(pod_key, None)
         if not per_ns:
             del self._by_namespace[pod.namespace]
         if pod.uid and len(pod.uid) >= UID_PREFIX:
-            uids = self._uid_prefix.setdefault(pod.uid[:UID_PREFIX], set())
-            (uids.add if add else uids.discard)(pod.uid)
-            if not uids:
-                del self._uid_prefix[pod.uid[:UID_PREFIX]]
+            self._index_uid(pod.uid, add=add)
         if pod.labels:
             by_key = self._labels.setdefault(pod.namespace, {})
             for key, value in pod.labels.items():
                 by_value = by_key.setdefault(key, {})
                 keys = by_value.setdefault(value, set())
-                (keys.add if add else keys.discard)(pod.key)
+                (keys.add if add else keys.discard)(pod_key)
                 if not keys:
                     del by_value[value]
                 if not by_value:
@@ -254,18 +363,42 @@ class ClusterView:
             if not by_key:
                 del self._labels[pod.namespace]
 
-    def _attach(self, state: NodeState, pod: Pod) -> None:
-        state.add(pod)
-        self._count_app(pod, state.node.name, +1)
+    def _index_uid(self, uid: str, *, add: bool) -> None:
+        """uid prefix -> the uid, or the set of uids when several share the prefix (rare: a set per
+        pod would cost more than the pod's record)."""
+        prefix = uid[:UID_PREFIX]
+        held = self._uid_prefix.get(prefix)
+        if add:
+            if held is None:
+                self._uid_prefix[prefix] = uid
+            elif isinstance(held, str):
+                if held != uid:
+                    self._uid_prefix[prefix] = {held, uid}
+            else:
+                held.add(uid)
+        elif held == uid:
+            del self._uid_prefix[prefix]
+        elif isinstance(held, set):
+            held.discard(uid)
+            if len(held) == 1:
+                self._uid_prefix[prefix] = next(iter(held))
 
-    def _count_app(self, pod: Pod, node: str, sign: int) -> None:
-        key = app_key(pod)
-        per_node = self._app_nodes.setdefault(key, Counter())
-        per_node[node] += sign
-        if per_node[node] <= 0:
-            del per_node[node]
-        if not per_node:
-            del self._app_nodes[key]
+    def _attach(self, state: NodeState, pod: Pod, key: str | None = None) -> None:
+        state.add(pod, key)
+        self._count_node(pod, state.node.name, +1)
+
+    def _count_node(self, pod: Pod, node: str, sign: int) -> None:
+        """The reverse indexes of a pod placed on (+1) or taken off (-1) a node."""
+        _bump(self._app_nodes, app_key(pod), node, sign)
+        _bump(self._owner_nodes, pod.namespace, node, sign)
+        if pod.tags:
+            per_tag = self._tag_nodes.setdefault(pod.namespace, {})
+            for tag in pod.tags:
+                _bump(per_tag, tag, node, sign)
+            if not per_tag:
+                del self._tag_nodes[pod.namespace]
+        if self._columns:
+            self._touch(node)
 
     # -- placement policies --------------------------------------------------------------------
     def upsert_policy(self, obj: Mapping[str, Any]) -> CompiledPolicy:
@@ -292,3 +425,16 @@ class ClusterView:
         the policies of the view), as `berth simulate --policy` does."""
         self.generation += 1
         self._override = tuple(policies) if policies is not None else None
+
+
+def _bump(index: dict[Any, Counter], key: Any, node: str, sign: int) -> None:
+    per_node = index.get(key)
+    if per_node is None:
+        per_node = index[key] = Counter()
+    count = per_node[node] + sign
+    if count > 0:
+        per_node[node] = count
+    else:
+        del per_node[node]
+        if not per_node:
+            del index[key]

@@ -11,6 +11,13 @@ Flow of one decision (`decide`):
 4. the highest total among the nodes left wins, a tie is broken by the seed; nothing left is a 409
    that names the user constraint that removed nodes;
 5. the Decision carries every node's result, the trace of every step, and the events for the pod.
+
+Cost (bench/RESULTS.md): a decision costs what its steps do, not O(nodes x steps) of bookkeeping. The
+candidates travel as one dict a step hands on unchanged when it removes nothing; steps that concern a
+few nodes find them through the view's indexes (the nodes holding a tag, running an app, failing a
+node-only check); removals and scores are kept compact (berth.engine.ledger) and the per-node results
+and traces are built from them only when read. The extender reads `candidate_names()`,
+`failure_texts()` and `scores()` and never builds them.
 """
 
 from berth.engine.chain import Member, Or, Pipe, describe, flatten

@@ -1,20 +1,25 @@
 """The chain: steps composed with `pipe` and `or`, as the allocator seed describes them, and the
-runner that takes a list of nodes through it.
+runner that takes the candidate nodes through it.
 
 `pipe` feeds each member the survivors of the one before and stops as soon as none are left (the
-members after that do not run). `or` gives each member the same list and takes the first non-empty
+members after that do not run). `or` gives each member the same nodes and takes the first non-empty
 answer; nodes that a winning member removed while a later alternative remained are only set aside.
+
+The candidates travel as a dict of node name -> NodeState in the order the nodes were asked about.
+A step that removes nothing hands its input on unchanged, and a skipped step costs a dict lookup: at
+5000 nodes, per-step copies of the node list used to cost more than the rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import Any
 
-from berth.cluster.view import NodeState
+from berth.engine.ledger import Candidates, Column, Excluded, ScoreColumn, SetAside, StepRun, TierColumn
 from berth.engine.step import NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
-from berth.engine.types import Kind, Phase, Reason, ScorePart, StepTrace
+from berth.engine.types import Phase, Reason
 
 
 @dataclass(frozen=True)
@@ -45,109 +50,124 @@ def flatten(member: Member) -> list[Step]:
 
 @dataclass
 class Outcome:
-    kept: list[NodeState]
-    removed: dict[str, Reason] = field(default_factory=dict)
-    parts: dict[str, dict[str, ScorePart]] = field(default_factory=dict)
-    trace: list[StepTrace] = field(default_factory=list)
+    kept: Candidates
+    removals: list[Mapping[str, Reason]] = field(default_factory=list)
+    columns: list[Column] = field(default_factory=list)
+    runs: list[StepRun] = field(default_factory=list)
 
     def absorb(self, other: Outcome) -> None:
         self.kept = other.kept
-        self.removed.update(other.removed)
-        for node, parts in other.parts.items():
-            self.parts.setdefault(node, {}).update(parts)
-        self.trace.extend(other.trace)
+        self.removals.extend(other.removals)
+        self.columns.extend(other.columns)
+        self.runs.extend(other.runs)
 
 
-def run(member: Member, states: list[NodeState], ctx: PodContext) -> Outcome:
+def run(member: Member, cands: Candidates, ctx: PodContext) -> Outcome:
     if isinstance(member, Pipe):
-        out = Outcome(kept=states)
+        out = Outcome(kept=cands)
         for m in member.members:
             if not out.kept:
                 break
             out.absorb(run(m, out.kept, ctx))
         return out
     if isinstance(member, Or):
-        tried = Outcome(kept=states)
+        tried = Outcome(kept=cands)
         last = len(member.members) - 1
         for i, m in enumerate(member.members):
-            alt = run(m, states, ctx)
-            tried.trace.extend(alt.trace)
+            alt = run(m, cands, ctx)
+            tried.runs.extend(alt.runs)
             if alt.kept or i == last:
                 if i < last:
-                    alt.removed = {
-                        n: replace(r, kind=Kind.SET_ASIDE, message=f"{r.message} (an `or` kept other nodes)")
-                        for n, r in alt.removed.items()
-                    }
-                alt.trace = []
+                    alt.removals = [SetAside(r) for r in alt.removals]
+                alt.runs = []
                 tried.absorb(alt)
                 return tried
         return tried  # pragma: no cover - an `or` has at least two members
-    return _run_step(member, states, ctx)
+    return _run_step(member, cands, ctx)
 
 
 def _prepare(step: Step, ctx: PodContext) -> Any:
-    if step.name not in ctx.prepared:
-        ctx.prepared[step.name] = step.prepare(ctx)
-    return ctx.prepared[step.name]
+    prepared = ctx.prepared
+    if step.name not in prepared:
+        prepared[step.name] = step.prepare(ctx)
+    return prepared[step.name]
 
 
-def _run_step(step: Step, states: list[NodeState], ctx: PodContext) -> Outcome:
+def _run_step(step: Step, cands: Candidates, ctx: PodContext) -> Outcome:
     prepared = _prepare(step, ctx)
     if isinstance(prepared, _Skip):
-        names = tuple(s.node.name for s in states)
-        return Outcome(
-            kept=states, trace=[StepTrace(step.name, step.phase, names, note=f"skipped: {prepared.why}")]
-        )
+        note = f"skipped: {prepared.why}"
+        return Outcome(kept=cands, runs=[StepRun(step.name, step.phase, cands, cands, {}, note=note)])
 
-    removed: dict[str, Reason] = {}
-    parts: dict[str, dict[str, ScorePart]] = {}
+    column: Column | None = None
     if isinstance(step, NodeFilter):
-        for s in states:
-            reason = step.check(s, prepared, ctx)
-            if reason is not None:
-                removed[s.node.name] = reason
+        removed = step.removals(cands, prepared, ctx)
     elif isinstance(step, SetFilter):
-        removed = step.select(states, prepared, ctx)
-        if step.phase is Phase.SOFT and len(removed) >= len(states):
+        removed = step.select_among(cands, prepared, ctx)
+        if step.phase is Phase.SOFT and len(removed) >= len(cands):
             removed = {}  # a soft filter never empties the set
     elif isinstance(step, Tier):
-        values = {s.node.name: step.value(s, prepared, ctx) for s in states}
-        best = max(values.values())
-        for name, value in values.items():
-            parts[name] = {step.name: ScorePart(raw=value, normalised=value, weighted=value)}
-            if value < best:
-                removed[name] = step.set_aside(value, best, prepared)
+        return _run_tier(step, cands, prepared, ctx)
     elif isinstance(step, Scorer):
-        raws = {s.node.name: float(step.raw(s, prepared, ctx)) for s in states}
-        for name, part in normalise(raws, step.weight).items():
-            parts[name] = {step.name: part}
+        column = ScoreColumn(step.name, cands, step.raws(cands, prepared, ctx), step.weight)
+        removed = {}
     else:  # pragma: no cover - every step derives from one of the four
         raise TypeError(f"step {step.name} has no known phase class")
 
-    kept = [s for s in states if s.node.name not in removed]
-    trace = StepTrace(
-        step=step.name,
-        phase=step.phase,
-        remaining=tuple(s.node.name for s in kept),
-        removed=removed,
-        scores={n: p[step.name] for n, p in parts.items()},
+    kept = without(cands, removed)
+    run_ = StepRun(step.name, step.phase, cands, kept, removed, scores=column)
+    return Outcome(
+        kept=kept, removals=[removed] if removed else [], columns=[column] if column else [], runs=[run_]
     )
-    return Outcome(kept=kept, removed=removed, parts=parts, trace=[trace])
 
 
-def normalise(raws: dict[str, float], weight: float) -> dict[str, ScorePart]:
-    """Scale raw values to 0..1 (lowest 0, highest 1; all equal gives 0) and apply the weight. A
-    negative weight reverses the order without lowering any score: |w| x (1 - normalised)."""
-    if not raws:
-        return {}
-    low, high = min(raws.values()), max(raws.values())
-    span = high - low
-    out = {}
-    for name, raw in raws.items():
-        norm = (raw - low) / span if span else 0.0
-        weighted = weight * norm if weight >= 0 else -weight * (1.0 - norm)
-        out[name] = ScorePart(raw=raw, normalised=norm, weighted=weighted)
-    return out
+def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> Outcome:
+    """Only the nodes with the highest value go on. The step reports the nodes whose value is not 0;
+    every other node is at 0."""
+    values = step.values(cands, prepared, ctx)
+    best = max(values.values()) if values else 0
+    if len(values) < len(cands):
+        best = max(best, 0)  # some node is at 0
+    if all(v == best for v in values.values()) and (best == 0 or len(values) == len(cands)):
+        kept = cands  # every node is at the highest value
+    elif best == 0:  # the nodes at 0 stay: drop the others (filterfalse keeps the loop in C)
+        below = {n for n, v in values.items() if v != 0}
+        kept = _pick(cands, filterfalse(below.__contains__, cands))
+    else:  # the few nodes at the highest value stay
+        top = {n for n, v in values.items() if v == best}
+        kept = _pick(cands, filter(top.__contains__, cands))
+    column = TierColumn(step.name, cands, values, best)
+    by_value: dict[int, Reason] = {}
+
+    def reason(name: str) -> Reason:
+        value = values.get(name, 0)
+        if value not in by_value:
+            by_value[value] = step.set_aside(value, best, prepared)
+        return by_value[value]
+
+    removed: Mapping[str, Reason] = {}
+    if len(kept) < len(cands):
+        shared = reason(next(n for n in cands if n not in kept)) if step.shared_reason else None
+        removed = Excluded(cands, kept, reason, shared)
+    run_ = StepRun(step.name, step.phase, cands, kept, removed, scores=column)
+    return Outcome(kept=kept, removals=[removed] if removed else [], columns=[column], runs=[run_])
+
+
+def _pick(cands: Candidates, names: Iterable[str]) -> Candidates:
+    names = list(names)
+    return dict(zip(names, map(cands.__getitem__, names), strict=True))
+
+
+def without(cands: Candidates, removed: Mapping[str, Reason]) -> Candidates:
+    """The candidates minus the removed ones, in order; the candidates themselves when none was."""
+    if not removed:
+        return cands
+    if len(removed) * 4 < len(cands):  # a few: copy (at C speed) and delete them
+        kept = dict(cands)
+        for name in removed:
+            kept.pop(name, None)
+        return kept
+    return {n: s for n, s in cands.items() if n not in removed}
 
 
 def steps_by_name(member: Member) -> dict[str, Step]:

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import compress
 from typing import Any
 
 from berth.cluster.model import Pod
-from berth.cluster.view import ClusterView, NodeState
+from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
-from berth.engine.step import PodContext
+from berth.engine.ledger import Candidates, Ledger, shared_reason
+from berth.engine.step import PodContext, Step
 from berth.engine.types import Decision, ErrorInfo, Event, Kind, NodeResult, Reason, StepTrace
 from berth.errors import SpecError
 
 UNKNOWN_NODE = "berth/cluster-view"
+CANDIDATES_MEMO = "engine/recent-candidates"
+RECENT_CANDIDATES = 4  # filter's list (every node), prioritize's (the kept ones), bind's (one node)
 TOP_CANDIDATES = 5
+# Scores are compared rounded to 6 decimals; a node more than this below the highest unrounded total
+# cannot round to the highest (or to any of the top few), so only the nodes within it are rounded.
+ROUNDING_MARGIN = 1e-5
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,15 @@ class Pipeline:
 
     def names(self) -> list[Any]:
         return describe(self.chain)
+
+    @cached_property
+    def step_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in flatten(self.chain))
+
+    @cached_property
+    def with_events(self) -> dict[str, Step]:
+        """The steps that add events to a placed pod, by name."""
+        return {s.name: s for s in flatten(self.chain) if type(s).event is not Step.event}
 
 
 def decide(
@@ -45,63 +63,47 @@ def decide(
     """
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    chain_names = tuple(s.name for s in flatten(pipeline.chain))
-    names = list(view.node_names()) if candidates is None else list(dict.fromkeys(candidates))
+    chain_names = pipeline.step_names
+    names = view.node_names() if candidates is None else list(candidates)
 
     try:
         spec = pipeline.compile_pod(pod)
     except SpecError as exc:
-        return _invalid(pod, names, exc, chain_names, seed)
+        return _invalid(pod, list(dict.fromkeys(names)), exc, chain_names, seed)
 
     ctx = PodContext(pod=pod, spec=spec, view=view, rng=random.Random(seed))
-    states: list[NodeState] = []
-    unknown: dict[str, Reason] = {}
-    for name in names:
-        state = view.state(name)
-        if state is None:
-            unknown[name] = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
-        else:
-            states.append(state)
+    cands, unknown = _candidates(view, names)
+    if len(cands) + len(unknown) < len(names):  # a node named twice counts once
+        names = list(dict.fromkeys(names))
 
     try:
-        outcome = run(pipeline.chain, states, ctx)
+        outcome = run(pipeline.chain, cands, ctx)
     except SpecError as exc:  # a contradiction only a step's prepare() can see
         return _invalid(pod, names, exc, chain_names, seed)
 
-    removed = {**unknown, **outcome.removed}
-    kept = {s.node.name for s in outcome.kept}
-    results = tuple(
-        NodeResult(
-            name=name,
-            feasible=name not in removed or removed[name].kind is Kind.SET_ASIDE,
-            reasons=(removed[name],) if name in removed else (),
-            parts=outcome.parts.get(name, {}),
-            candidate=name in kept,
-        )
-        for name in names
-    )
-    feasible = [r for r in results if r.feasible]
+    removals = [unknown, *outcome.removals] if unknown else outcome.removals
+    ledger = Ledger(names, outcome.kept, removals, outcome.columns, outcome.runs)
+    feasible = len(names) - ledger.blocked()
     events: list[Event] = list(getattr(spec, "warnings", ()))
 
-    if not kept:
-        message = no_fit_message(pipeline.chain, ctx, removed, len(names))
+    if not ledger.kept:
+        message = no_fit_message(pipeline.chain, ctx, ledger.removals, len(names))
         events.append(Event("Warning", "FailedPlacement", message))
         return Decision(
             pod=pod.key,
             chosen=None,
             error=ErrorInfo(409, message),
-            nodes=results,
             events=tuple(events),
-            steps=tuple(outcome.trace),
             chain=chain_names,
             seed=seed,
+            ledger=ledger,
         )
 
-    finalists = [r for r in results if r.candidate]
-    best = max(r.score or 0.0 for r in finalists)
-    tied = sorted(r.name for r in finalists if (r.score or 0.0) == best)
+    finalists = ledger.candidate_names()
+    totals = ledger.totals()
+    best, tied = _tied(view, ledger.kept, finalists, totals)
     chosen = tied[0] if len(tied) == 1 else ctx.rng.choice(tied)
-    had_no_choice = len(feasible) == 1
+    had_no_choice = feasible == 1
 
     if had_no_choice:
         events.append(
@@ -113,27 +115,19 @@ def decide(
             )
         )
     else:
-        steps = {s.name: s for s in flatten(pipeline.chain)}
-        for trace in outcome.trace:
-            step = steps.get(trace.step)
-            if step is not None and trace.step in ctx.prepared:
-                event = step.event(trace, ctx.prepared[trace.step], ctx)
-                if event is not None:
-                    events.append(event)
-        ranked = sorted(finalists, key=lambda r: (-(r.score or 0.0), r.name))
-        shown = ", ".join(f"{r.name} ({_num(r.score)})" for r in ranked[:TOP_CANDIDATES])
-        more = f" and {len(ranked) - TOP_CANDIDATES} more" if len(ranked) > TOP_CANDIDATES else ""
+        events.extend(_step_events(pipeline, ledger, ctx))
+        ranked = _ranked(finalists, totals, tied, best, TOP_CANDIDATES + 1)
+        shown = ", ".join(f"{name} ({_num(score)})" for name, score in ranked[:TOP_CANDIDATES])
+        more = f" and {len(finalists) - TOP_CANDIDATES} more" if len(finalists) > TOP_CANDIDATES else ""
         events.append(
             Event(
                 "Normal",
                 "FinalCandidates",
-                f"schedule final candidates: {shown}{more} of {len(feasible)} feasible",
+                f"schedule final candidates: {shown}{more} of {feasible} feasible",
             )
         )
-        runner_up = next((r for r in ranked if r.name != chosen), None)
-        margin = (
-            f", margin {_num(best - (runner_up.score or 0.0))} over {runner_up.name}" if runner_up else ""
-        )
+        runner_up = next(((n, s) for n, s in ranked if n != chosen), None)
+        margin = f", margin {_num(best - runner_up[1])} over {runner_up[0]}" if runner_up else ""
         tie = f"; tie among {len(tied)} broken by seed {seed}" if len(tied) > 1 else ""
         events.append(Event("Normal", "Placed", f"placed on {chosen} with score {_num(best)}{margin}{tie}"))
 
@@ -141,13 +135,90 @@ def decide(
         pod=pod.key,
         chosen=chosen,
         error=None,
-        nodes=results,
         events=tuple(events),
-        steps=tuple(outcome.trace),
         chain=chain_names,
         seed=seed,
         had_no_choice=had_no_choice,
+        ledger=ledger,
     )
+
+
+def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[str, Reason]]:
+    """The asked-for nodes the view knows, as name -> NodeState, and a Reason for the others.
+
+    kube-scheduler asks about the same nodes in the same order pod after pod; until a node changes,
+    the candidates of the last few lists asked about are reused (the runner never changes them)."""
+    recent: list[tuple[list[str], Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
+    for i, (known, cands, unknown) in enumerate(recent):
+        if len(known) == len(names) and known == names:
+            recent.insert(0, recent.pop(i))
+            return cands, unknown
+    cands, unknown = _lookup(view, names)
+    recent.insert(0, (list(names), cands, unknown))
+    del recent[RECENT_CANDIDATES:]
+    return cands, unknown
+
+
+def _lookup(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[str, Reason]]:
+    states = view.states_by_name()
+    try:
+        return dict(zip(names, map(states.__getitem__, names), strict=True)), {}
+    except KeyError:
+        pass
+    missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
+    cands = {n: states[n] for n in names if n in states}
+    return cands, {n: missing for n in names if n not in states}
+
+
+def _tied(
+    view: ClusterView, kept: Candidates, names: list[str], totals: list[float]
+) -> tuple[float, list[str]]:
+    """The highest rounded score, and the candidates that have it sorted by name."""
+    top = max(totals)
+    best = round(top, 6)
+    if min(totals) == top:  # every candidate scores the same (no scorer, or all equal)
+        return best, _sorted(view, names, kept)
+    near = compress(zip(names, totals, strict=True), map((top - ROUNDING_MARGIN).__le__, totals))
+    tied = [n for n, t in near if round(t, 6) == best]
+    return best, _sorted(view, tied, None)
+
+
+def _sorted(view: ClusterView, names: list[str], members: Mapping[str, Any] | None) -> list[str]:
+    """`names` sorted; thousands of them are picked from the view's sorted names instead, which
+    costs less than sorting."""
+    if len(names) * 16 < len(view):  # a few: sorting them is cheaper than a pass over every node
+        return sorted(names)
+    wanted = members if members is not None else set(names)
+    return list(filter(wanted.__contains__, view.sorted_names()))
+
+
+def _ranked(
+    names: list[str], totals: list[float], tied: list[str], best: float, count: int
+) -> list[tuple[str, float]]:
+    """The `count` best candidates by (rounded score descending, name), with their rounded scores:
+    the tied ones first, then the best of the others."""
+    ranked = [(n, best) for n in tied[:count]]
+    if len(ranked) == count or len(tied) == len(names):
+        return ranked
+    floor = heapq.nlargest(count, totals)[-1] - ROUNDING_MARGIN
+    top = set(tied)
+    near = compress(zip(names, totals, strict=True), map(floor.__le__, totals))
+    others = [(n, round(t, 6)) for n, t in near if n not in top]
+    return ranked + sorted(others, key=lambda p: (-p[1], p[0]))[: count - len(ranked)]
+
+
+def _step_events(pipeline: Pipeline, ledger: Ledger, ctx: PodContext) -> list[Event]:
+    """The events the steps add to a placed pod (only steps that define any are traced for it)."""
+    steps = pipeline.with_events
+    out = []
+    for run_ in ledger.runs:
+        step = steps.get(run_.step)
+        if step is None or run_.step not in ctx.prepared:
+            continue
+        event = step.event(run_.trace(), ctx.prepared[run_.step], ctx)
+        if event is not None:
+            out.append(event)
+    return out
 
 
 def _num(value: float | None) -> str:
@@ -155,16 +226,32 @@ def _num(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3f}".rstrip("0")
 
 
-def no_fit_message(chain: Member, ctx: PodContext, removed: dict[str, Reason], total: int) -> str:
+def no_fit_message(
+    chain: Member, ctx: PodContext, removals: list[Mapping[str, Reason]] | dict[str, Reason], total: int
+) -> str:
     """The 409 text: the user constraints that removed nodes, by name, then the count of every
     reason in kube-scheduler's "0/N nodes are available" form."""
+    if isinstance(removals, dict):
+        removals = [removals]
+    counts: Counter = Counter()
+    blocking_steps: set[str] = set()
+    for removed in removals:
+        shared = shared_reason(removed)
+        if shared is not None:
+            counts[shared.short()] += len(removed)
+            if shared.kind is not Kind.SET_ASIDE:
+                blocking_steps.add(shared.step)
+            continue
+        for reason in removed.values():
+            counts[reason.short()] += 1
+            if reason.kind is not Kind.SET_ASIDE:
+                blocking_steps.add(reason.step)
     constraints = []
     for step in flatten(chain):
-        if any(r.step == step.name and r.kind is not Kind.SET_ASIDE for r in removed.values()):
+        if step.name in blocking_steps:
             text = step.constraint(ctx.prepared.get(step.name))
             if text and text not in constraints:
                 constraints.append(text)
-    counts = Counter(r.short() for r in removed.values())
     histogram = ", ".join(f"{n} {text}" for text, n in sorted(counts.items()))
     available = f"0/{total} nodes are available: {histogram}." if total else "0/0 nodes are available."
     if constraints:

@@ -4,17 +4,24 @@ A step has a `name` (defined once, used in config, Decision, events, metrics and
 `prepare(ctx)` runs once per pod and returns the step's state, or SKIP when the step has nothing to do
 for this pod (no prefer_* tags, no policy). The per-node method reads only that state and the node's
 counters, and it alone produces a Reason.
+
+Each phase class also has a set-level method the engine calls (`removals`, `select_among`, `values`,
+`raws`). By default it asks the per-node method node by node; a step that can find the few nodes it
+acts on through the view's indexes (the nodes holding a tag, the nodes running an app) overrides it,
+so that a decision does not cost O(nodes) Python calls per step. The per-node method stays the
+definition: an override must give the same answer.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from berth.cluster.model import Pod
+from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
+from berth.engine.ledger import Sparse
 from berth.engine.types import Event, Phase, Reason, StepTrace
 
 
@@ -66,6 +73,19 @@ class PodContext:
             count -= 1
         return count
 
+    def tag_holders(self, tag: str) -> Mapping[str, int]:
+        """Node -> pods of the pod's namespace on it carrying `tag`, the pod itself excluded; only the
+        nodes with at least one (neighbour_tag_count over every node, from the view's index)."""
+        holders = self.view.tag_nodes(self.pod.namespace, tag)
+        me = self.self_pod
+        if me is None or tag not in me.tags or self.self_node not in holders:
+            return holders
+        adjusted = dict(holders)
+        adjusted[self.self_node] -= 1
+        if not adjusted[self.self_node]:
+            del adjusted[self.self_node]
+        return adjusted
+
     def app_count(self, state: NodeState) -> int:
         """Pods of the pod's namespace, app name and version on the node, the pod itself excluded."""
         key = app_key(self.pod)
@@ -80,6 +100,9 @@ class Step:
     name: ClassVar[str] = ""
     phase: ClassVar[Phase] = Phase.HARD
     summary: ClassVar[str] = ""
+    # Every node the step removes for one pod gets a Reason with the same step, kind and message (only
+    # the node-side values differ), so thousands of removals can be counted through one of them.
+    shared_reason: ClassVar[bool] = False
 
     def prepare(self, ctx: PodContext) -> Any:
         return None
@@ -101,9 +124,50 @@ class NodeFilter(Step):
     """A hard filter decided node by node."""
 
     phase = Phase.HARD
+    # The answer depends on the node record alone: not on the pod, the prepared state, the node's pods
+    # or the configuration. The engine then checks each node record once, not once per decision.
+    node_only: ClassVar[bool] = False
+    # For a filter that can only remove nodes of some kind (tainted, cordoned): true of those, from
+    # the node record alone. The engine then checks only them (found once per node records).
+    suspect: ClassVar[Callable[[Node], bool] | None] = None
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         raise NotImplementedError
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        """The candidates this filter removes, each with its Reason."""
+        if self.node_only:
+            failing = ctx.view.node_memo((type(self), self.name), lambda: self._failing(prepared, ctx))
+            return Sparse((n, r) for n, r in failing.items() if n in cands) if failing else {}
+        check = self.check
+        if self.suspect is not None:
+            suspect = self.suspect
+            suspects = ctx.view.node_memo(
+                (type(self), "suspects"), lambda: [s.node.name for s in ctx.view.states() if suspect(s.node)]
+            )
+            found = Sparse()
+            for name in suspects:
+                state = cands.get(name)
+                if state is not None and (reason := check(state, prepared, ctx)) is not None:
+                    found[name] = reason
+            return found
+        removed = {}
+        for name, state in cands.items():
+            reason = check(state, prepared, ctx)
+            if reason is not None:
+                removed[name] = reason
+        return removed
+
+    def _failing(self, prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+        """Every node of the view this node-only filter removes."""
+        out = {}
+        for state in ctx.view.states():
+            reason = self.check(state, prepared, ctx)
+            if reason is not None:
+                out[state.node.name] = reason
+        return out
 
 
 class SetFilter(Step):
@@ -115,6 +179,15 @@ class SetFilter(Step):
     def select(self, states: Sequence[NodeState], prepared: Any, ctx: PodContext) -> dict[str, Reason]:
         raise NotImplementedError
 
+    def select_among(
+        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        """select() over the candidates; only candidates can be removed."""
+        removed = self.select(list(cands.values()), prepared, ctx)
+        if all(n in cands for n in removed):
+            return removed
+        return {n: r for n, r in removed.items() if n in cands}
+
 
 class Tier(Step):
     """Keeps only the nodes with the highest value; the value is also the node's score part."""
@@ -123,6 +196,11 @@ class Tier(Step):
 
     def value(self, state: NodeState, prepared: Any, ctx: PodContext) -> int:
         raise NotImplementedError
+
+    def values(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> Mapping[str, int]:
+        """Node -> value; a node left out is at 0 (a sparse override names only the others)."""
+        value = self.value
+        return {name: value(state, prepared, ctx) for name, state in cands.items()}
 
     def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
         raise NotImplementedError
@@ -138,3 +216,8 @@ class Scorer(Step):
 
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         raise NotImplementedError
+
+    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> list[float]:
+        """The raw value of every candidate, in order."""
+        raw = self.raw
+        return [float(raw(state, prepared, ctx)) for state in cands.values()]

@@ -1,11 +1,21 @@
-"""The values the engine produces: reasons, events, per-node results and the Decision."""
+"""The values the engine produces: reasons, events, per-node results and the Decision.
+
+A Decision about 5000 nodes is mostly read in part: the extender wants the candidates, the reasons
+of the others and the scores, never 5000 result objects. So the engine hands the Decision its
+ledger (berth.engine.ledger) and the per-node results and step traces are built from it the first
+time someone reads `nodes` or `steps`; what they hold is the same either way.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from berth.engine.ledger import Ledger
 
 
 class Kind(StrEnum):
@@ -74,6 +84,15 @@ class ScorePart:
     weighted: float
 
 
+def add_up(values: Iterable[float]) -> float:
+    """The parts of a score added left to right, as the engine adds its score columns (the same sum
+    on every Python version, and an integer when every part is one)."""
+    total: float = 0
+    for value in values:
+        total += value
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class NodeResult:
     name: str
@@ -87,7 +106,7 @@ class NodeResult:
     def score(self) -> float | None:
         if not self.feasible:
             return None
-        return round(sum(p.weighted for p in self.parts.values()), 6)
+        return round(add_up(p.weighted for p in self.parts.values()), 6)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,16 +132,63 @@ class ErrorInfo:
         return out
 
 
-@dataclass(frozen=True, slots=True)
 class StepTrace:
-    """What one step did, as `simulate --detail` shows it (the seed's step summary)."""
+    """What one step did, as `simulate --detail` shows it (the seed's step summary).
 
-    step: str
-    phase: str
-    remaining: tuple[str, ...]
-    removed: dict[str, Reason] = field(default_factory=dict)
-    scores: dict[str, ScorePart] = field(default_factory=dict)
-    note: str = ""
+    `remaining` may be given as any iterable of names (the engine passes the survivors it already
+    holds); it becomes a tuple when first read. `removed` and `scores` are read-only mappings, which
+    the engine fills lazily: a step that set 5000 nodes aside makes no Reason until one is read.
+    """
+
+    __slots__ = ("_remaining", "note", "phase", "removed", "scores", "step")
+
+    def __init__(
+        self,
+        step: str,
+        phase: str,
+        remaining: Iterable[str],
+        removed: Mapping[str, Reason] | None = None,
+        scores: Mapping[str, ScorePart] | None = None,
+        note: str = "",
+    ) -> None:
+        self.step = step
+        self.phase = phase
+        self._remaining = remaining
+        self.removed: Mapping[str, Reason] = {} if removed is None else removed
+        self.scores: Mapping[str, ScorePart] = {} if scores is None else scores
+        self.note = note
+
+    @property
+    def remaining(self) -> tuple[str, ...]:
+        if not isinstance(self._remaining, tuple):
+            self._remaining = tuple(self._remaining)
+        return self._remaining
+
+    def remaining_count(self) -> int:
+        """len(remaining), without building the tuple when the survivors are a sized collection."""
+        remaining = self._remaining
+        return len(remaining) if hasattr(remaining, "__len__") else len(self.remaining)  # type: ignore[arg-type]
+
+    def highest_raw(self) -> float:
+        """The highest raw score the step gave (0 when it scored no node)."""
+        fast = getattr(self.scores, "highest_raw", None)
+        if fast is not None:
+            return fast()
+        return max((p.raw for p in self.scores.values()), default=0)
+
+    def _key(self) -> tuple:
+        return (self.step, self.phase, self.remaining, dict(self.removed), dict(self.scores), self.note)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StepTrace) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"StepTrace(step={self.step!r}, phase={self.phase!r}, remaining={self.remaining!r}, "
+            f"removed={dict(self.removed)!r}, scores={dict(self.scores)!r}, note={self.note!r})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "phase": self.phase, "remaining": list(self.remaining)}
@@ -138,19 +204,65 @@ class StepTrace:
         return out
 
 
-@dataclass(frozen=True, slots=True)
 class Decision:
-    """The engine's one answer for one pod (DESIGN.md, principle 1)."""
+    """The engine's one answer for one pod (DESIGN.md, principle 1).
 
-    pod: str
-    chosen: str | None
-    error: ErrorInfo | None
-    nodes: tuple[NodeResult, ...]
-    events: tuple[Event, ...]
-    steps: tuple[StepTrace, ...]
-    chain: tuple[str, ...]
-    seed: int
-    had_no_choice: bool = False
+    `nodes` (every node's result, in the order the nodes were asked about) and `steps` (the trace)
+    are built on first read from the engine's ledger. The extender reads what it needs directly:
+    `candidate_names()`, `failures()` and `scores()`.
+    """
+
+    __slots__ = (
+        "_ledger",
+        "_nodes",
+        "_steps",
+        "chain",
+        "chosen",
+        "error",
+        "events",
+        "had_no_choice",
+        "pod",
+        "seed",
+    )
+
+    def __init__(
+        self,
+        pod: str,
+        chosen: str | None,
+        error: ErrorInfo | None,
+        nodes: tuple[NodeResult, ...] | None = None,
+        events: tuple[Event, ...] = (),
+        steps: tuple[StepTrace, ...] | None = None,
+        chain: tuple[str, ...] = (),
+        seed: int = 0,
+        had_no_choice: bool = False,
+        *,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.pod = pod
+        self.chosen = chosen
+        self.error = error
+        self.events = events
+        self.chain = chain
+        self.seed = seed
+        self.had_no_choice = had_no_choice
+        self._ledger = ledger
+        self._nodes = nodes if nodes is not None or ledger is not None else ()
+        self._steps = steps if steps is not None or ledger is not None else ()
+
+    @property
+    def nodes(self) -> tuple[NodeResult, ...]:
+        if self._nodes is None:
+            assert self._ledger is not None
+            self._nodes = self._ledger.results()
+        return self._nodes
+
+    @property
+    def steps(self) -> tuple[StepTrace, ...]:
+        if self._steps is None:
+            assert self._ledger is not None
+            self._steps = self._ledger.traces()
+        return self._steps
 
     @property
     def candidates(self) -> list[NodeResult]:
@@ -158,6 +270,47 @@ class Decision:
 
     def node(self, name: str) -> NodeResult | None:
         return next((n for n in self.nodes if n.name == name), None)
+
+    def candidate_names(self) -> list[str]:
+        """The nodes that reached the end of the chain, in the order they were asked about."""
+        if self._ledger is not None:
+            return list(self._ledger.candidate_names())
+        return [n.name for n in self.nodes if n.candidate]
+
+    def failures(self) -> dict[str, Reason]:
+        """Every node that is not a candidate -> a reason with its step, kind and short text (the
+        node-side values of a reason shared by many nodes may be another node's)."""
+        if self._ledger is not None:
+            return self._ledger.failures()
+        return {n.name: n.reasons[0] for n in self.nodes if not n.candidate and n.reasons}
+
+    def failure_texts(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The extender's two failure maps, node -> the short text of its reason: FailedNodes (an
+        eviction could help, or set aside) and FailedAndUnresolvableNodes (a rule it cannot meet)."""
+        if self._ledger is not None:
+            return self._ledger.failure_texts()
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        for name, reason in self.failures().items():
+            (unresolvable if reason.kind is Kind.UNMET else failed)[name] = reason.short()
+        return failed, unresolvable
+
+    def scores(self) -> dict[str, float]:
+        """Candidate -> its score."""
+        if self._ledger is not None:
+            return self._ledger.scores()
+        return {n.name: n.score for n in self.nodes if n.candidate and n.score is not None}
+
+    def _key(self) -> tuple:
+        return (self.pod, self.chosen, self.error, self.nodes, self.events, self.steps, self.chain, self.seed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Decision) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Decision(pod={self.pod!r}, chosen={self.chosen!r}, error={self.error!r}, seed={self.seed!r})"
 
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -22,7 +22,7 @@ from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
-from berth.engine import Decision, Event, Kind, Pipeline, decide
+from berth.engine import Decision, Event, Pipeline, decide
 from berth.errors import BerthError
 from berth.extender import wire
 
@@ -135,15 +135,8 @@ class Placer:
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(names, reason)
             )
 
-        keep: list[str] = []
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
-        for result in decision.nodes:
-            if result.candidate:
-                keep.append(result.name)
-                continue
-            reason = result.reasons[0]
-            (unresolvable if reason.kind is Kind.UNMET else failed)[result.name] = reason.short()
+        keep = decision.candidate_names()
+        failed, unresolvable = decision.failure_texts()
         if len(keep) == 1:
             self.cluster.reserve(pod, keep[0])
         if not keep:
@@ -159,7 +152,7 @@ class Placer:
         except BerthError:
             return [wire.HostPriority(host=n, score=0) for n in names]
         remembered = self._recall(pod.uid, pod.key)
-        if remembered and {n.name for n in remembered[1].nodes if n.candidate} == set(names):
+        if remembered and set(remembered[1].candidate_names()) == set(names):
             decision = remembered[1]
         else:
             decision = self._decide(pod, names)
@@ -214,18 +207,27 @@ def refused_for_sure(exc: Exception) -> bool:
 
 def to_priorities(decision: Decision, names: list[str]) -> list[wire.HostPriority]:
     """0..10: the node berth chose gets the maximum, the others 0..9 by their score."""
-    scores = {n.name: n.score for n in decision.nodes if n.candidate and n.score is not None}
+    scores = decision.scores()
     low = min(scores.values(), default=0.0)
     high = max(scores.values(), default=0.0)
-    out = []
-    for name in names:
-        if name == decision.chosen:
-            value = wire.MAX_EXTENDER_PRIORITY
-        elif name in scores and high > low:
-            value = int((scores[name] - low) / (high - low) * (wire.MAX_EXTENDER_PRIORITY - 1))
-        else:
-            value = 0
-        out.append(wire.HostPriority(host=name, score=value))
+    top = wire.MAX_EXTENDER_PRIORITY - 1
+    priority = wire.HostPriority
+    if high > low:
+        span = high - low
+        get = scores.get
+        out = [
+            priority(host=n, score=int((s - low) / span * top) if (s := get(n)) is not None else 0)
+            for n in names
+        ]
+    else:
+        out = [priority(host=n, score=0) for n in names]
+    chosen, at = decision.chosen, -1
+    while chosen is not None:  # the node berth chose gets the maximum (named twice: both times)
+        try:
+            at = names.index(chosen, at + 1)
+        except ValueError:
+            break
+        out[at] = priority(host=chosen, score=wire.MAX_EXTENDER_PRIORITY)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import logging
 import socket
 from typing import Any
@@ -129,6 +130,9 @@ def serve(
         live: LiveCluster | None = None
         if cluster_file:
             cluster: Any = SnapshotCluster(load_snapshot(cluster_file).view)
+            # The snapshot is long-lived: keep it out of every later collection, as the live cache does.
+            gc.collect()
+            gc.freeze()
             placer = Placer(cluster, online=online, offline=offline, binder=_no_binding, recorder=_log_events)
         else:
             client = KubeClient(load_credentials(kubeconfig))

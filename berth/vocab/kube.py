@@ -20,6 +20,7 @@ UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSc
 class NodeReady(NodeFilter):
     name = "kube/node-ready"
     summary = "hard: the node's Ready condition is True"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         if state.node.ready:
@@ -27,9 +28,18 @@ class NodeReady(NodeFilter):
         return Reason(self.name, Kind.UNMET, "node is not Ready")
 
 
+def _cordoned(node: Node) -> bool:
+    return node.unschedulable
+
+
+def _tainted(node: Node) -> bool:
+    return any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints)
+
+
 class NodeUnschedulable(NodeFilter):
     name = "kube/node-unschedulable"
     summary = "hard: the node is not cordoned, unless the pod tolerates that"
+    suspect = staticmethod(_cordoned)
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         if not state.node.unschedulable:
@@ -42,6 +52,7 @@ class NodeUnschedulable(NodeFilter):
 class TaintToleration(NodeFilter):
     name = "kube/taints"
     summary = "hard: the pod tolerates every NoSchedule and NoExecute taint of the node"
+    suspect = staticmethod(_tainted)
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         for taint in state.node.taints:

@@ -1,10 +1,18 @@
-"""The engine steps of tag affinity: two hard filters and the affinity tier."""
+"""The engine steps of tag affinity: two hard filters and the affinity tier.
+
+Each also works on the whole candidate set through the view's index of the nodes where pods of a
+namespace carry a tag: require_without_tag and prefer_* concern only those nodes, and
+require_with_tag keeps only those nodes, so none of them looks at every node.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from berth.cluster.view import NodeState
+from berth.engine.ledger import Excluded, Sparse
 from berth.engine.step import NodeFilter, PodContext, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.vocab.json_annotation import show
@@ -24,6 +32,7 @@ class RequireWithTag(NodeFilter):
 
     name = REQUIRE_WITH_STEP
     summary = "hard: every require_with_tag tag is carried by a pod of the namespace on the node"
+    shared_reason = True
 
     def prepare(self, ctx: PodContext) -> Any:
         tags = _affinity(ctx).require_with
@@ -31,8 +40,30 @@ class RequireWithTag(NodeFilter):
 
     def check(self, state: NodeState, prepared: tuple[str, ...], ctx: PodContext) -> Reason | None:
         missing = [t for t in prepared if ctx.neighbour_tag_count(state, t) == 0]
-        if not missing:
-            return None
+        return self._reason(missing, prepared, ctx) if missing else None
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        # Only nodes holding every tag stay; the others are most nodes, their reasons made when read.
+        holders = [ctx.tag_holders(t) for t in prepared]
+        fewest = min(holders, key=len)
+        keep = {n for n in fewest if n in cands and all(n in h for h in holders)}
+        if len(keep) == len(cands):
+            return {}
+        kept = {n: s for n, s in cands.items() if n in keep} if keep else {}
+        by_missing: dict[tuple[str, ...], Reason] = {}
+
+        def reason(name: str) -> Reason:
+            missing = tuple(t for t, h in zip(prepared, holders, strict=True) if name not in h)
+            if missing not in by_missing:
+                by_missing[missing] = self._reason(list(missing), prepared, ctx)
+            return by_missing[missing]
+
+        first = next(n for n in cands if n not in keep)
+        return Excluded(cands, kept, reason, reason(first))
+
+    def _reason(self, missing: list[str], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
         return Reason(
             self.name,
             Kind.UNMET,
@@ -57,15 +88,32 @@ class RequireWithoutTag(NodeFilter):
 
     def check(self, state: NodeState, prepared: tuple[str, ...], ctx: PodContext) -> Reason | None:
         found = {t: n for t in prepared if (n := ctx.neighbour_tag_count(state, t))}
-        if not found:
-            return None
+        return self._reason(found, prepared, ctx) if found else None
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
+        holders = [ctx.tag_holders(t) for t in prepared]
+        message = self._message(prepared, ctx)
+        made: dict[tuple, Reason] = {}
+        removed = Sparse()
+        for name in {n for h in holders for n in h if n in cands}:
+            found = tuple((t, h[name]) for t, h in zip(prepared, holders, strict=True) if name in h)
+            reason = made.get(found)
+            if reason is None:
+                reason = made[found] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(found)})
+            removed[name] = reason
+        return removed
+
+    def _reason(self, found: dict[str, int], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
         # Evicting the neighbours would free the node: a capacity-like "no" (FailedNodes).
-        return Reason(
-            self.name,
-            Kind.EXHAUSTED,
+        return Reason(self.name, Kind.EXHAUSTED, self._message(prepared, ctx), {"found": found})
+
+    def _message(self, prepared: tuple[str, ...], ctx: PodContext) -> str:
+        return (
             f"a pod of namespace {ctx.pod.namespace} on the node carries an excluded tag of "
-            f"{show(list(prepared))}",
-            {"found": found},
+            f"{show(list(prepared))}"
         )
 
     def constraint(self, prepared: Any) -> str | None:
@@ -78,6 +126,7 @@ class TagAffinityTier(Tier):
 
     name = TAG_AFFINITY_STEP
     summary = "tier: only the nodes with the highest prefer_* sum go on"
+    shared_reason = True
 
     def prepare(self, ctx: PodContext) -> Any:
         return _affinity(ctx)
@@ -90,6 +139,18 @@ class TagAffinityTier(Tier):
             total -= ctx.neighbour_tag_count(state, tag)
         return total
 
+    def values(
+        self, cands: Mapping[str, NodeState], prepared: TagAffinity, ctx: PodContext
+    ) -> Mapping[str, int]:
+        # Only nodes holding a preferred tag have a value other than 0.
+        totals: Counter = Counter()
+        for tags, sign in ((prepared.prefer_with, 1), (prepared.prefer_without, -1)):
+            for tag in tags:
+                for name, count in ctx.tag_holders(tag).items():
+                    if name in cands:
+                        totals[name] += sign * count
+        return {n: v for n, v in totals.items() if v}
+
     def set_aside(self, value: int, best: int, prepared: TagAffinity) -> Reason:
         return Reason(
             self.name,
@@ -101,12 +162,13 @@ class TagAffinityTier(Tier):
     def event(self, trace: StepTrace, prepared: TagAffinity, ctx: PodContext) -> Event | None:
         if not prepared.prefers:
             return None
-        best = max((p.raw for p in trace.scores.values()), default=0)
-        top = ", ".join(trace.remaining[:10]) + (" ..." if len(trace.remaining) > 10 else "")
+        best = trace.highest_raw()
+        remaining = trace.remaining
+        top = ", ".join(remaining[:10]) + (" ..." if len(remaining) > 10 else "")
         wanted = {k: v for k, v in prepared.constraint_form().items() if k in (PREFER_WITH, PREFER_WITHOUT)}
         return Event(
             "Normal",
             "HighestAffinity",
-            f"schedule have highest affinity: {int(best):+d} on {top} ({len(trace.remaining)} of "
+            f"schedule have highest affinity: {int(best):+d} on {top} ({len(remaining)} of "
             f"{len(trace.scores)} feasible nodes; {show(wanted)})",
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from berth import annotations as ann
@@ -73,6 +74,7 @@ def parse_tags(raw: str) -> frozenset[str]:
     return frozenset(value)
 
 
+@lru_cache(maxsize=8192)  # neighbours repeat a few tag lists: one frozenset each
 def read_neighbour_tags(raw: str | None) -> frozenset[str]:
     """A placed pod's tags, read leniently: a malformed annotation on a neighbour is no tags (its own
     admission refuses it; another pod's decision must not fail for it)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from berth.cluster.model import Node, Pod
-from berth.cluster.view import NodeState
+from berth.cluster.view import NodeColumn, NodeState
 from berth.engine.step import PodContext
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig, Defaults
 from berth.vocab.alloc.request import EMPTY_REQUEST, AllocRequest, pod_cpu, pod_disk, pod_ram
@@ -183,6 +183,22 @@ def _node_use(state: NodeState, ctx: PodContext | None) -> NodeUse:
         pods -= 1
         uncapped -= 0 if me.limits.get("cpu") else 1
     return NodeUse(total, used, pods, uncapped)
+
+
+def unreserved_column(ctx: PodContext, setup: Setup, resource: str) -> NodeColumn | None:
+    """Every node's unreserved `resource` (the pod itself not taken off its node), kept by the view
+    and worked out again only for nodes whose pods changed; None when nodes have ratios of their own
+    (override-overprovisioning off), as the values then depend on each node's annotation."""
+    if not setup.override:
+        return None
+    ratios = setup.default_ratios()
+    key = ("alloc/unreserved", resource, tuple(sorted(ratios.items())))
+    return ctx.view.column(key, lambda state: unreserved(_node_use(state, None), ratios, resource))
+
+
+def pod_count_column(ctx: PodContext) -> NodeColumn:
+    """Every node's pod count (the pod itself not taken off its node)."""
+    return ctx.view.column("alloc/pods", lambda state: len(state.pods))
 
 
 def unreserved(use: NodeUse, ratios: dict[str, float], resource: str) -> float:

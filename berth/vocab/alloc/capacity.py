@@ -8,11 +8,12 @@ arithmetic). A shortage is `exhausted`: evicting pods could free the node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berth.cluster.view import NodeState
+from berth.cluster.view import NodeColumn, NodeState
+from berth.engine.ledger import Listed, Sparse
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
@@ -22,10 +23,12 @@ from berth.vocab.alloc.base import (
     mib,
     needed,
     node_use,
+    pod_count_column,
     request,
     self_pod,
     sizes,
     unreserved,
+    unreserved_column,
 )
 
 UNITS = {"ram": "MiB RAM", "cpu": "cpu_cap", "disk": "MiB disk"}
@@ -39,9 +42,24 @@ class _Need:
     pod_ratios: dict[str, float]
 
 
+def _exceeding(
+    column: NodeColumn, cands: Mapping[str, NodeState], fails: Any, check: Any
+) -> Mapping[str, Reason]:
+    """The candidates `check` removes, asking only the nodes whose column value `fails` (the pod
+    itself only ever adds room on its own node, so no other node can fail)."""
+    suspects = [n for n, v in column.values.items() if fails(v) and n in cands]
+    out = Sparse()
+    for name in suspects:
+        reason = check(cands[name])
+        if reason is not None:
+            out[name] = reason
+    return out
+
+
 class _MinResource(AllocStep, NodeFilter):
     resource = ""
     what = ""  # the skip text when the pod has none of the resource
+    shared_reason = True
 
     def prepare(self, ctx: PodContext) -> Any:
         if not self.defaults.filter_min_resources:
@@ -67,6 +85,21 @@ class _MinResource(AllocStep, NodeFilter):
             f"not enough unreserved {self.label} for the pod's {mib(prepared.size)} {UNITS[self.resource]} "
             f"({prepared.source}{per})",
             values,
+        )
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: _Need, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        # Under override-overprovisioning every node has the same ratios, so the pod needs the same
+        # amount everywhere: when the node with the least unreserved has room, every node has.
+        column = unreserved_column(ctx, self.setup, self.resource)
+        if column is None:
+            return super().removals(cands, prepared, ctx)
+        need = needed(prepared.size, self.resource, prepared.pod_ratios, self.setup.default_ratios())
+        if fits(column.low, need):
+            return {}
+        return _exceeding(
+            column, cands, lambda free: not fits(free, need), lambda s: self.check(s, prepared, ctx)
         )
 
     @property
@@ -122,6 +155,16 @@ class HardFilterMinFreeDisk(AllocStep, NodeFilter):
 class HardFilterVmCount(AllocStep, NodeFilter):
     name = "alloc/hard-filter-vm-count"
     summary = "hard: the node hosts fewer pods than filter_vm_limit"
+    shared_reason = True
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        limit = self.defaults.filter_vm_limit
+        column = pod_count_column(ctx)
+        if column.high < limit:  # the busiest node has room
+            return {}
+        return _exceeding(column, cands, lambda pods: pods >= limit, lambda s: self.check(s, prepared, ctx))
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         limit = self.defaults.filter_vm_limit
@@ -223,13 +266,32 @@ class HardFilterLargeServers(AllocStep, SetFilter):
             s.node.name: unreserved(node_use(s, ctx), self.setup.node_ratios(s.node), "ram") for s in states
         }
         largest = sorted(free, key=lambda name: (-free[name], name))[:count]
-        return {
-            name: Reason(
-                self.name,
-                Kind.UNMET,
-                f"kept in reserve: among the {count} of {len(states)} nodes (15%) with the most "
-                "unreserved RAM",
-                {"unreserved_ram": mib(free[name])},
-            )
-            for name in largest
-        }
+        return {name: self._reason(count, len(states), free[name]) for name in largest}
+
+    def select_among(
+        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        count = (len(cands) * 3) // 20
+        column = unreserved_column(ctx, self.setup, "ram")
+        if count < 1 or column is None:
+            return super().select_among(cands, prepared, ctx)
+        free = dict(zip(cands, map(column.values.__getitem__, cands), strict=True))
+        if ctx.self_node in free:  # the pod itself does not take room on its own node
+            state = cands[ctx.self_node]
+            free[ctx.self_node] = unreserved(node_use(state, ctx), self.setup.node_ratios(state.node), "ram")
+        # Every node above the count-th largest value is among the largest; the places left go to
+        # the nodes at that value by name (often thousands of equal nodes: sorted by name alone).
+        floor = sorted(free.values(), reverse=True)[count - 1]
+        above = sorted((n for n, v in free.items() if v > floor), key=lambda name: (-free[name], name))
+        at_floor = sorted(n for n, v in free.items() if v == floor)
+        largest = above + at_floor[: count - len(above)]
+        total = len(cands)
+        return Listed(largest, lambda name: self._reason(count, total, free[name]), shared=True)
+
+    def _reason(self, count: int, total: int, free: float) -> Reason:
+        return Reason(
+            self.name,
+            Kind.UNMET,
+            f"kept in reserve: among the {count} of {total} nodes (15%) with the most unreserved RAM",
+            {"unreserved_ram": mib(free)},
+        )

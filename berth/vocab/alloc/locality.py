@@ -11,10 +11,11 @@ others remain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from berth.cluster.view import NodeState
+from berth.engine.ledger import Listed
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep, self_pod
@@ -111,6 +112,31 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
                         )
         return removed
 
+    def select_among(
+        self, cands: Mapping[str, NodeState], prepared: tuple[Hint, ...], ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        if prepared:
+            return super().select_among(cands, prepared, ctx)
+        # Spreading concerns only the nodes that already host pods of the namespace; their reasons,
+        # one per pod count, are made when read.
+        namespace = ctx.pod.namespace
+        counts = {n: c for n, c in ctx.view.owner_nodes(namespace).items() if n in cands}
+        if ctx.self_node in counts and self_pod(cands[ctx.self_node], ctx) is not None:
+            counts[ctx.self_node] -= 1
+            if not counts[ctx.self_node]:
+                del counts[ctx.self_node]
+        if not counts or len(counts) == len(cands):
+            return {}
+        by_count: dict[int, Reason] = {}
+
+        def reason(name: str) -> Reason:
+            count = counts[name]
+            if count not in by_count:
+                by_count[count] = self._spread_reason(namespace, count)
+            return by_count[count]
+
+        return Listed(list(counts), reason, shared=True, reorder=True)
+
     def _spread(self, states: Sequence[NodeState], ctx: PodContext) -> dict[str, Reason]:
         namespace = ctx.pod.namespace
         removed = {}
@@ -120,10 +146,13 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
             if me is not None:
                 count -= 1
             if count > 0:
-                removed[state.node.name] = Reason(
-                    self.name,
-                    Kind.SET_ASIDE,
-                    f"spread by owner: the node already hosts pods of namespace {namespace}",
-                    {"pods": count},
-                )
+                removed[state.node.name] = self._spread_reason(namespace, count)
         return {} if len(removed) == len(states) else removed
+
+    def _spread_reason(self, namespace: str, count: int) -> Reason:
+        return Reason(
+            self.name,
+            Kind.SET_ASIDE,
+            f"spread by owner: the node already hosts pods of namespace {namespace}",
+            {"pods": count},
+        )

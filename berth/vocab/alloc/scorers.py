@@ -19,17 +19,35 @@ spreading scorers (RAM, disk, owner, random) step aside for that pod.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from itertools import repeat, starmap
 from typing import Any, ClassVar
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState
 from berth.engine.step import PodContext, Scorer, skip
-from berth.vocab.alloc.base import AllocStep, Setup, node_use, request, self_pod, unreserved
+from berth.vocab.alloc.base import (
+    AllocStep,
+    Setup,
+    node_use,
+    request,
+    self_pod,
+    unreserved,
+    unreserved_column,
+)
 from berth.vocab.alloc.platform import node_platform
 from berth.vocab.alloc.values import node_reboot
 
 NO_REBOOT_WEEKS = 52
+
+
+def _with_self(raws: list[float], cands: Mapping[str, NodeState], ctx: PodContext, raw: Any) -> list[float]:
+    """`raws` read from a view-wide cache, with the node the pod itself sits on worked out exactly
+    (the pod is never its own neighbour and takes no room there)."""
+    if ctx.self_node in cands:
+        raws[list(cands).index(ctx.self_node)] = float(raw(cands[ctx.self_node]))
+    return raws
 
 
 class _AllocScorer(AllocStep, Scorer):
@@ -67,6 +85,9 @@ class ScoreUnreservedRam(_AllocScorer):
         use = node_use(state, ctx)
         return prepared * unreserved(use, self.setup.node_ratios(state.node), "ram")
 
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+        return _unreserved_raws(self, "ram", cands, prepared, ctx)
+
 
 class ScoreUnreservedDisk(_AllocScorer):
     name = "alloc/score-unreserved-disk"
@@ -76,6 +97,21 @@ class ScoreUnreservedDisk(_AllocScorer):
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
         use = node_use(state, ctx)
         return prepared * unreserved(use, self.setup.node_ratios(state.node), "disk")
+
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+        return _unreserved_raws(self, "disk", cands, prepared, ctx)
+
+
+def _unreserved_raws(
+    step: _AllocScorer, resource: str, cands: Mapping[str, NodeState], sign: int, ctx: PodContext
+) -> list[float]:
+    column = unreserved_column(ctx, step.setup, resource)
+    if column is None:
+        return Scorer.raws(step, cands, sign, ctx)
+    raws = list(map(column.values.__getitem__, cands))
+    if sign != 1:
+        raws = [float(sign * r) for r in raws]
+    return _with_self(raws, cands, ctx, lambda state: step.raw(state, sign, ctx))
 
 
 class ScoreNumOwnerZones(_AllocScorer):
@@ -90,6 +126,11 @@ class ScoreNumOwnerZones(_AllocScorer):
             count -= 1
         return -prepared * count
 
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+        owners = ctx.view.owner_nodes(ctx.pod.namespace)
+        raws = [float(-prepared * owners.get(n, 0)) for n in cands]
+        return _with_self(raws, cands, ctx, lambda state: self.raw(state, prepared, ctx))
+
 
 class ScoreCurrentPlatform(_AllocScorer):
     name = "alloc/score-current-platform"
@@ -103,6 +144,13 @@ class ScoreCurrentPlatform(_AllocScorer):
         platform = node_platform(state.node).platform
         return platform.score() if platform is not None else 0.0
 
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+        # The platform is the node's own: worked out once per node record.
+        scores = ctx.view.node_memo(
+            self.name, lambda: {s.node.name: float(self.raw(s, prepared, ctx)) for s in ctx.view.states()}
+        )
+        return list(map(scores.__getitem__, cands))
+
 
 class ScoreNextReboot(_AllocScorer):
     name = "alloc/score-next-reboot"
@@ -115,15 +163,37 @@ class ScoreNextReboot(_AllocScorer):
     def raw(self, state: NodeState, prepared: datetime, ctx: PodContext) -> float:
         return float(weeks_until_reboot(state, prepared))
 
+    def raws(self, cands: Mapping[str, NodeState], prepared: datetime, ctx: PodContext) -> list[float]:
+        # Only nodes with a planned reboot differ from NO_REBOOT_WEEKS; their times are read once per
+        # node record.
+        planned = ctx.view.node_memo(self.name, lambda: _planned_reboots(ctx))
+        weeks = {n: float(_weeks(when, prepared)) for n, when in planned.items() if n in cands}
+        return list(map(weeks.get, cands, repeat(float(NO_REBOOT_WEEKS))))
+
+
+def _planned_reboots(ctx: PodContext) -> dict[str, datetime | None]:
+    """Node -> its next reboot (None when the annotation is malformed), for nodes with the annotation."""
+    out = {}
+    for state in ctx.view.states():
+        raw = state.node.annotations.get(ann.NODE_NEXT_REBOOT)
+        if raw:
+            parsed = node_reboot(raw)
+            out[state.node.name] = None if parsed.problem else parsed.value
+    return out
+
+
+def _weeks(when: datetime | None, now: datetime) -> int:
+    if when is None or when <= now:
+        return NO_REBOOT_WEEKS
+    return min(NO_REBOOT_WEEKS, (when - now).days // 7)
+
 
 def weeks_until_reboot(state: NodeState, now: datetime) -> int:
     raw = state.node.annotations.get(ann.NODE_NEXT_REBOOT)
     if not raw:
         return NO_REBOOT_WEEKS
     parsed = node_reboot(raw)
-    if parsed.problem or parsed.value <= now:
-        return NO_REBOOT_WEEKS
-    return min(NO_REBOOT_WEEKS, (parsed.value - now).days // 7)
+    return _weeks(None if parsed.problem else parsed.value, now)
 
 
 class ScoreUniformRandom(_AllocScorer):
@@ -134,6 +204,10 @@ class ScoreUniformRandom(_AllocScorer):
 
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
         return ctx.rng.random()
+
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+        # One draw per node in candidate order, as raw() draws them (a C-level loop).
+        return list(starmap(ctx.rng.random, repeat((), len(cands))))
 
 
 class PickRandom(AllocStep, Scorer):
@@ -149,3 +223,7 @@ class PickRandom(AllocStep, Scorer):
 
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         return ctx.rng.random()
+
+    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> list[float]:
+        # One draw per node in candidate order, as raw() draws them (a C-level loop).
+        return list(starmap(ctx.rng.random, repeat((), len(cands))))

@@ -42,6 +42,7 @@ def _label_true(node: Node, label: str) -> bool:
 class HardFilterSetup(AllocStep, NodeFilter):
     name = "alloc/hard-filter-setup"
     summary = "hard: the node is set up (its Ready condition is True)"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         return None if state.node.ready else Reason(self.name, Kind.UNMET, "node is not set up (not Ready)")
@@ -50,6 +51,7 @@ class HardFilterSetup(AllocStep, NodeFilter):
 class HardFilterRunning(AllocStep, NodeFilter):
     name = "alloc/hard-filter-running"
     summary = "hard: the node is running (its Ready condition is True)"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         return None if state.node.ready else Reason(self.name, Kind.UNMET, "node is not running (not Ready)")
@@ -58,6 +60,7 @@ class HardFilterRunning(AllocStep, NodeFilter):
 class HardFilterReserved(AllocStep, NodeFilter):
     name = "alloc/hard-filter-reserved"
     summary = f"hard: the node is not reserved ({ann.NODE_RESERVED}=true)"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         if not _label_true(state.node, ann.NODE_RESERVED):
@@ -68,6 +71,7 @@ class HardFilterReserved(AllocStep, NodeFilter):
 class HardFilterHeadnode(AllocStep, NodeFilter):
     name = "alloc/hard-filter-headnode"
     summary = f"hard: the node is not a head node ({ann.CONTROL_PLANE})"
+    node_only = True
 
     def prepare(self, ctx: PodContext) -> Any:
         return (
@@ -83,6 +87,7 @@ class HardFilterHeadnode(AllocStep, NodeFilter):
 class HardFilterReservoir(AllocStep, NodeFilter):
     name = "alloc/hard-filter-reservoir"
     summary = f"hard: the node is not in the reservoir ({RESERVOIR}=true); wrap it as [or, ..., identity]"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         if not _label_true(state.node, RESERVOIR):
@@ -95,6 +100,7 @@ class HardFilterVirtualServers(AllocStep, NodeFilter):
 
     name = "alloc/hard-filter-virtual-servers"
     summary = f"hard: the node is not virtual (label type=virtual-kubelet or {VIRTUAL}=true)"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         node = state.node
@@ -145,6 +151,7 @@ def node_problem(node: Node) -> str | None:
 class HardFilterInvalidServers(AllocStep, NodeFilter):
     name = "alloc/hard-filter-invalid-servers"
     summary = "hard: the node has allocatable memory and cpu, and well-formed berth annotations"
+    node_only = True
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         problem = node_problem(state.node)

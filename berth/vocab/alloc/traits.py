@@ -10,11 +10,13 @@ node's traits annotation, so it is worked out once per distinct annotation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from berth import annotations as ann
-from berth.cluster.view import NodeState
+from berth.cluster.view import ClusterView, NodeState
+from berth.engine.ledger import Sparse
 from berth.engine.step import NodeFilter, PodContext
 from berth.engine.types import Kind, Reason
 from berth.vocab.alloc.base import AllocStep, request
@@ -42,6 +44,30 @@ class HardFilterTraits(AllocStep, NodeFilter):
             return prepared.verdicts[raw]
         verdict = prepared.verdicts[raw] = self._verdict(raw, prepared.traits)
         return verdict
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: _Wanted, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        # One verdict per distinct annotation: the few nodes with traits by their annotation, and
+        # every node without any at once.
+        groups = ctx.view.node_memo(ann.NODE_TRAITS, lambda: _by_traits(ctx.view))
+        removed = Sparse()
+        for raw, names in groups.items():
+            verdict = self._cached(raw, prepared)
+            if verdict is not None:
+                removed.update((n, verdict) for n in names if n in cands)
+        plain = self._cached("", prepared)
+        if plain is not None:
+            with_traits = ctx.view.node_memo(
+                (ann.NODE_TRAITS, "nodes"), lambda: set().union(*groups.values())
+            )
+            removed.update((n, plain) for n in cands if n not in with_traits)
+        return removed
+
+    def _cached(self, raw: str, prepared: _Wanted) -> Reason | None:
+        if raw not in prepared.verdicts:
+            prepared.verdicts[raw] = self._verdict(raw, prepared.traits)
+        return prepared.verdicts[raw]
 
     def _verdict(self, raw: str, wanted: dict[str, TraitValue]) -> Reason | None:
         parsed = node_traits(raw) if raw.strip() else None
@@ -71,3 +97,13 @@ class HardFilterTraits(AllocStep, NodeFilter):
 
     def constraint(self, prepared: _Wanted) -> str | None:
         return f"the traits {show(thaw(prepared.traits))}" if prepared.traits else None
+
+
+def _by_traits(view: ClusterView) -> dict[str, list[str]]:
+    """Traits annotation -> the nodes that carry it, for the nodes with a non-empty one."""
+    groups: dict[str, list[str]] = {}
+    for state in view.states():
+        raw = state.node.annotations.get(ann.NODE_TRAITS, "")
+        if raw:
+            groups.setdefault(raw, []).append(state.node.name)
+    return groups

@@ -26,6 +26,12 @@ At evaluation cel-expr-python stops any rule after ITERATION_BUDGET comprehensio
 A rule that errors at evaluation, runs out of budget or returns a non-boolean rejects the node with the
 error as the reason; it never raises. A rule that reads neither `ctx.pod` nor `ctx.session` depends on
 the node alone, so its result is cached per node object (a changed node is a new object).
+
+The binding converts the whole activation on every evaluation, so a session of 1000 nodes would cost
+1000 map entries per candidate node. A rule that reads the session only as
+`ctx.session.nodes[ctx.allocation.node.hostname]` (or `[?...]`, or `hostname in ctx.session.nodes`) and
+`ctx.session.count`, the usual per-host idiom, is given the one entry it can read; and when it does not
+read `ctx.pod` either, its result is cached per node object and the session values it read.
 """
 
 from __future__ import annotations
@@ -97,7 +103,10 @@ class CompiledRule:
     expression: Any
     reads_pod: bool
     reads_session: bool
-    _cache: dict[str, tuple[Any, Verdict]] = field(default_factory=dict, repr=False)
+    # The session is read only through the node's own entry and the count (see the module docstring).
+    session_by_host: bool = False
+    reads_count: bool = False
+    _cache: dict[str, tuple[Any, Any, Verdict]] = field(default_factory=dict, repr=False)
 
     @property
     def node_only(self) -> bool:
@@ -123,18 +132,20 @@ class CompiledRule:
             return Verdict(False, f"rule returned {kind.name().lower()}, not a boolean")
         return TRUE if value.value() else Verdict(False, "rule returned false")
 
-    def evaluate_node(self, node: Any, context: Callable[[], dict[str, Any]]) -> Verdict:
+    def evaluate_node(self, node: Any, context: Callable[[], dict[str, Any]], session: Any = None) -> Verdict:
         """evaluate() on the activation `context()` builds, cached per node object when the rule
-        reads only the node (the activation is then not even built on a hit)."""
-        if not self.node_only:
+        reads only the node, or only the node and `session` (the session values it reads for this
+        node); the activation is then not even built on a hit."""
+        cacheable = self.node_only or (self.session_by_host and not self.reads_pod)
+        if not cacheable:
             return self.evaluate(context())
         hit = self._cache.get(node.name)
-        if hit is not None and hit[0] is node:
-            return hit[1]
+        if hit is not None and hit[0] is node and hit[1] == session:
+            return hit[2]
         verdict = self.evaluate(context())
         if len(self._cache) >= MAX_CACHED_NODES:
             self._cache.clear()
-        self._cache[node.name] = (node, verdict)
+        self._cache[node.name] = (node, session, verdict)
         return verdict
 
 
@@ -220,6 +231,8 @@ class _Analysis:
     problems: list[str] = field(default_factory=list)
     reads_pod: bool = False
     reads_session: bool = False
+    session_by_host: bool = True
+    reads_count: bool = False
 
 
 def _is(tok: Token | None, text: str) -> bool:
@@ -320,10 +333,49 @@ def _check_context(toks: list[Token], out: _Analysis) -> None:
         if len(path) == 1:
             # ctx used whole or by index: assume it reads everything.
             out.reads_pod = out.reads_session = True
+            out.session_by_host = False
         elif path[1] == "pod":
             out.reads_pod = True
         elif path[1] == "session":
             out.reads_session = True
+            out.session_by_host = out.session_by_host and _by_host(toks, i)
+            out.reads_count = out.reads_count or path[2:3] == ["count"]
+
+
+_HOSTNAME = ["ctx", ".", "allocation", ".", "node", ".", "hostname"]
+
+
+def _texts(toks: list[Token], start: int, count: int) -> list[str]:
+    return [t.text for t in toks[start : start + count]]
+
+
+def _by_host(toks: list[Token], i: int) -> bool:
+    """Whether the `ctx.session...` at token i reads only the count or the node's own entry:
+    `ctx.session.count`, `ctx.session.nodes[<hostname>]`, `ctx.session.nodes[?<hostname>]`, or
+    `<hostname> in ctx.session.nodes`."""
+    head = _texts(toks, i, 5)
+    if head[:4] == ["ctx", ".", "session", "."] and head[4:] == ["count"]:
+        return not _is(_at(toks, i + 5), ".") and not _is(_at(toks, i + 5), "[")
+    if head != ["ctx", ".", "session", ".", "nodes"]:
+        return False
+    after = i + 5
+    if _is(_at(toks, after), "["):
+        start = after + 2 if _is(_at(toks, after + 1), "?") else after + 1
+        end = start + len(_HOSTNAME)
+        return _texts(toks, start, len(_HOSTNAME)) == _HOSTNAME and _is(_at(toks, end), "]")
+    # `<hostname> in ctx.session.nodes`, with nothing binding tighter on either side.
+    before = i - len(_HOSTNAME) - 1
+    left, right = _at(toks, before - 1), _at(toks, after)
+    return (
+        before >= 0
+        and _texts(toks, before, len(_HOSTNAME) + 1) == [*_HOSTNAME, "in"]
+        and (left is None or left.text in _LOOSER)
+        and not (right is not None and right.text in (".", "["))
+    )
+
+
+# Tokens after which `a in b` is an operand of its own (everything else binds tighter or equally).
+_LOOSER = ("(", "&&", "||", "?", ":", ",", "{")
 
 
 def check_rule(source: str) -> tuple[CompiledRule | None, list[str]]:
@@ -355,6 +407,8 @@ def check_rule(source: str) -> tuple[CompiledRule | None, list[str]]:
             expression=expression,
             reads_pod=analysis.reads_pod,
             reads_session=analysis.reads_session,
+            session_by_host=analysis.reads_session and analysis.session_by_host,
+            reads_count=analysis.reads_count,
         ),
         [],
     )

@@ -7,13 +7,18 @@ is refused with those problems: fail closed).
 Drove's automatic NO_TAG: ANY, ONE_PER_HOST, MAX_N_PER_HOST, NO_TAG alone, and a COMPOSITE none of whose
 descendants is MATCH_TAG or RULE_BASED, are ANDed with NO_TAG, so they skip specialised nodes (nodes with
 any tag besides their hostname). Only MATCH_TAG and RULE_BASED can reach a specialised node.
+
+Every predicate answers for one node (`check`) and for a set of candidates at once (`failures`, which
+must agree with `check`): the per-host counts look only at the nodes running the app, and what depends
+on the node record alone (MATCH_TAG, NO_TAG, a rule that reads only the node) is worked out once per
+node record and kept by the view until a node changes.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
@@ -36,30 +41,84 @@ class Probe(Protocol):
     """What a predicate may ask about the pod being placed (built once per pod by the step)."""
 
     app: str  # "app web version 1.0"
+    view: Any  # the ClusterView
 
     def app_count(self, state: Any) -> int: ...
 
-    def rule_context(self, state: Any) -> dict[str, Any]: ...
+    def app_nodes(self) -> Mapping[str, int]: ...
+
+    def rule_context(self, state: Any, rule: CompiledRule) -> dict[str, Any]: ...
+
+    def session_key(self, state: Any, rule: CompiledRule) -> Any: ...
+
+
+Failures = dict[str, Failure]  # node name -> why the predicate rejects it
 
 
 def _specialised(state: Any) -> list[str]:
     return sorted(state.node.tags)
 
 
+def _each(predicate: Any, cands: Mapping[str, Any], probe: Probe) -> Failures:
+    """`check` node by node."""
+    out = {}
+    for name, state in cands.items():
+        failure = predicate.check(state, probe)
+        if failure is not None:
+            out[name] = failure
+    return out
+
+
+def _per_node_record(predicate: Any, cands: Mapping[str, Any], probe: Probe) -> Failures:
+    """The failures of a predicate that reads only the node record: worked out for every node once,
+    kept by the view until a node changes."""
+    view = probe.view
+    every = view.node_memo(
+        ("policy/failures", predicate), lambda: _each(predicate, view.states_by_name(), probe)
+    )
+    return {n: f for n, f in every.items() if n in cands}
+
+
 @dataclass(frozen=True, slots=True)
 class AnyNode:
     type = m.ANY
+    node_only = True
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
         return None
+
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        return {}
+
+
+def _on_app_nodes(cands: Mapping[str, Any], probe: Probe, fails: Callable[[int], Failure | None]) -> Failures:
+    """A per-host count's failures: only nodes running the app can fail one; nodes with the same
+    count share one Failure."""
+    out = {}
+    by_count: dict[int, Failure | None] = {}
+    for name, count in probe.app_nodes().items():
+        if name not in cands:
+            continue
+        if count not in by_count:
+            by_count[count] = fails(count)
+        failure = by_count[count]
+        if failure is not None:
+            out[name] = failure
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class OnePerHost:
     type = m.ONE_PER_HOST
+    node_only = False
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
-        count = probe.app_count(state)
+        return self._verdict(probe.app_count(state), probe)
+
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        return _on_app_nodes(cands, probe, lambda count: self._verdict(count, probe))
+
+    def _verdict(self, count: int, probe: Probe) -> Failure | None:
         if not count:
             return None
         return Failure(self.type, f"a pod of {probe.app} is already on the node", True, {"pods": count})
@@ -69,9 +128,17 @@ class OnePerHost:
 class MaxNPerHost:
     max: int
     type = m.MAX_N_PER_HOST
+    node_only = False
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
-        count = probe.app_count(state)
+        return self._verdict(probe.app_count(state), probe)
+
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        if self.max <= 0:  # every node is at its maximum
+            return _each(self, cands, probe)
+        return _on_app_nodes(cands, probe, lambda count: self._verdict(count, probe))
+
+    def _verdict(self, count: int, probe: Probe) -> Failure | None:
         if count < self.max:
             return None
         return Failure(
@@ -86,6 +153,7 @@ class MaxNPerHost:
 class MatchTag:
     tag: str
     type = m.MATCH_TAG
+    node_only = True
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
         node = state.node
@@ -95,12 +163,16 @@ class MatchTag:
             self.type, f"the node does not carry tag {self.tag!r}", False, {"tags": sorted(node.all_tags)}
         )
 
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        return _per_node_record(self, cands, probe)
+
 
 @dataclass(frozen=True, slots=True)
 class NoTag:
     # The type the NO_TAG was added to automatically, "" when the user wrote it.
     added_to: str = ""
     type = m.NO_TAG
+    node_only = True
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
         tags = _specialised(state)
@@ -110,17 +182,30 @@ class NoTag:
         message = "the node is specialised: it carries tags besides its hostname"
         return Failure(label, message, False, {"tags": tags})
 
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        return _per_node_record(self, cands, probe)
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     rule: CompiledRule
     type = m.RULE_BASED
 
+    @property
+    def node_only(self) -> bool:
+        return self.rule.node_only
+
     def check(self, state: Any, probe: Probe) -> Failure | None:
-        verdict = self.rule.evaluate_node(state.node, lambda: probe.rule_context(state))
+        rule = self.rule
+        verdict = rule.evaluate_node(
+            state.node, lambda: probe.rule_context(state, rule), probe.session_key(state, rule)
+        )
         if verdict.ok:
             return None
         return Failure(self.type, verdict.why, False, {})
+
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        return _each(self, cands, probe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +213,10 @@ class Composite:
     children: tuple[Predicate, ...]
     combiner: str = "AND"
     type = m.COMPOSITE
+
+    @property
+    def node_only(self) -> bool:
+        return all(child.node_only for child in self.children)
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
         if self.combiner == "OR":
@@ -137,16 +226,7 @@ class Composite:
                 if failure is None:
                     return None
                 failures.append(failure)
-            detail = "; ".join(f"{f.type}: {f.message}" for f in failures)
-            values: dict[str, Any] = {}
-            for f in failures:
-                values.update(f.values)
-            return Failure(
-                f"{self.type} OR",
-                f"no policy of the OR holds ({detail})",
-                any(f.exhausted for f in failures),
-                values,
-            )
+            return self._none_holds(failures)
         # AND: the first failure that no eviction can help, else the first one an eviction could.
         first = None
         for child in self.children:
@@ -157,6 +237,55 @@ class Composite:
                 return failure
             first = first or failure
         return first
+
+    def _none_holds(self, failures: list[Failure]) -> Failure:
+        detail = "; ".join(f"{f.type}: {f.message}" for f in failures)
+        values: dict[str, Any] = {}
+        for f in failures:
+            values.update(f.values)
+        return Failure(
+            f"{self.type} OR",
+            f"no policy of the OR holds ({detail})",
+            any(f.exhausted for f in failures),
+            values,
+        )
+
+    def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        if self.node_only:
+            return _per_node_record(self, cands, probe)
+        if self.combiner == "OR":
+            # A node fails only if every child fails it: each child looks only at the nodes that
+            # failed every child before it.
+            each: list[Failures] = []
+            among = cands
+            for child in self.children:
+                found = child.failures(among, probe)
+                if not found:
+                    return {}
+                each.append(found)
+                among = {n: among[n] for n in found}
+            return {n: self._none_holds([f[n] for f in each]) for n in among}
+        return and_failures([(child, child.failures) for child in self.children], cands, probe)
+
+
+def and_failures(
+    parts: list[tuple[Any, Callable[[Mapping[str, Any], Probe], Failures]]],
+    cands: Mapping[str, Any],
+    probe: Probe,
+) -> Failures:
+    """Per node, as `check` of an AND answers: the first failure no eviction can help, else the
+    first one an eviction could. A node already failed for good is not asked about again."""
+    out: Failures = {}
+    final: set[str] = set()
+    for _, failures_of in parts:
+        among = cands if not final else {n: s for n, s in cands.items() if n not in final}
+        for name, failure in failures_of(among, probe).items():
+            current = out.get(name)
+            if current is None or (current.exhausted and not failure.exhausted):
+                out[name] = failure
+            if not failure.exhausted:
+                final.add(name)
+    return out
 
 
 Predicate = AnyNode | OnePerHost | MaxNPerHost | MatchTag | NoTag | Rule | Composite

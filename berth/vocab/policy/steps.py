@@ -3,21 +3,24 @@
 `prepare` finds the governing policies once per pod (ClusterView.policies_for) and refuses the pod as a
 whole when one is not Ready (400, with the policy's own errors) or when a per-host count has no app to
 count by. `check` asks each policy's predicate tree about one node; the Reason names the policy, the
-sub-policy type that failed and why.
+sub-policy type that failed and why. `removals` asks the trees about every candidate at once (see
+compile.py), and keeps the Reasons of a policy that reads only node records until a node changes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState, app_key
+from berth.engine.ledger import Sparse
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.errors import InvalidPolicy
-from berth.vocab.policy.cel import node_context, pod_context, session_context
-from berth.vocab.policy.compile import CompiledPolicy
+from berth.vocab.policy.cel import CompiledRule, node_context, pod_context, session_context
+from berth.vocab.policy.compile import CompiledPolicy, Failure
 
 POLICY_STEP = "policy/placement-policy"
 
@@ -27,12 +30,20 @@ class _Probe:
 
     def __init__(self, ctx: PodContext, *, session: bool) -> None:
         self.ctx = ctx
+        self.view = ctx.view
         _, self.app_name, self.app_version = app_key(ctx.pod)
         version = f"version {self.app_version}" if self.app_version else "without a version label"
         self.app = f"app {self.app_name} {version}"
         self._pod: dict[str, Any] | None = None
-        self._session = session_context(self._session_nodes()) if session else None
+        self._app_nodes: dict[str, int] | None = None
+        self._session = session_context(self.app_nodes()) if session else None
         self._nodes: dict[str, dict[str, Any]] = {}
+
+    def app_nodes(self) -> Mapping[str, int]:
+        """Node -> pods of the pod's namespace, app name and version on it, the pod itself excluded."""
+        if self._app_nodes is None:
+            self._app_nodes = self._session_nodes()
+        return self._app_nodes
 
     def _session_nodes(self) -> dict[str, int]:
         ctx = self.ctx
@@ -49,16 +60,28 @@ class _Probe:
     def app_count(self, state: NodeState) -> int:
         return self.ctx.app_count(state)
 
-    def rule_context(self, state: NodeState) -> dict[str, Any]:
-        node = self._nodes.get(state.node.name)
+    def rule_context(self, state: NodeState, rule: CompiledRule) -> dict[str, Any]:
+        name = state.node.name
+        node = self._nodes.get(name)
         if node is None:
-            node = self._nodes[state.node.name] = node_context(state.node)
+            node = self._nodes[name] = node_context(state.node)
         if self._pod is None:
             self._pod = pod_context(self.ctx.pod, self.app_name, self.app_version)
         out: dict[str, Any] = {"allocation": {"node": node}, "pod": self._pod}
         if self._session is not None:
-            out["session"] = self._session
+            if rule.session_by_host:  # all the rule can read of it: this node's entry and the count
+                count = self.app_nodes().get(name)
+                out["session"] = {"nodes": {name: count} if count else {}, "count": self._session["count"]}
+            else:
+                out["session"] = self._session
         return out
+
+    def session_key(self, state: NodeState, rule: CompiledRule) -> Any:
+        """The session values `rule` reads for this node (with the node, what its verdict depends on)."""
+        if not rule.session_by_host or self._session is None:
+            return None
+        entry = self.app_nodes().get(state.node.name, 0)
+        return (entry, self._session["count"]) if rule.reads_count else entry
 
 
 @dataclass
@@ -117,16 +140,64 @@ class PlacementPolicyStep(NodeFilter):
             if failure is None:
                 continue
             prepared.refused[policy.ref] = policy
-            reason = Reason(
-                self.name,
-                Kind.EXHAUSTED if failure.exhausted else Kind.UNMET,
-                f"PlacementPolicy {policy.ref}: {failure.type}: {failure.message}",
-                failure.values,
-            )
+            reason = self._reason(policy, failure)
             if not failure.exhausted:
                 return reason
             exhausted = exhausted or reason
         return exhausted
+
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: Governing, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        # As check() per node: a node's reason is the first policy's that no eviction can help (later
+        # policies are not asked about it), else the first an eviction could.
+        out = Sparse()
+        final: set[str] = set()
+        for policy in prepared.policies:
+            among = cands if not final else {n: s for n, s in cands.items() if n not in final}
+            found = self._policy_reasons(policy, among, prepared, ctx)
+            if found:
+                prepared.refused[policy.ref] = policy
+            for name, reason in found.items():
+                current = out.get(name)
+                if current is None or (current.kind is Kind.EXHAUSTED and reason.kind is not Kind.EXHAUSTED):
+                    out[name] = reason
+                if reason.kind is not Kind.EXHAUSTED:
+                    final.add(name)
+        return out
+
+    def _policy_reasons(
+        self, policy: CompiledPolicy, among: Mapping[str, NodeState], prepared: Governing, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        if policy.missing:
+            return dict.fromkeys(among, Reason(self.name, Kind.UNMET, _missing_reason(policy)))
+        predicate = policy.predicate
+        assert predicate is not None  # prepare() let only Ready policies through
+        if predicate.node_only:  # the same Reasons for every pod until a node changes
+            every = ctx.view.node_memo(
+                (self.name, policy),
+                lambda: self._reasons(policy, predicate.failures(ctx.view.states_by_name(), prepared.probe)),
+            )
+            return {n: r for n, r in every.items() if n in among}
+        return self._reasons(policy, predicate.failures(among, prepared.probe))
+
+    def _reasons(self, policy: CompiledPolicy, failures: dict[str, Failure]) -> dict[str, Reason]:
+        made: dict[int, Reason] = {}  # nodes that share a Failure share its Reason
+        out = {}
+        for name, failure in failures.items():
+            reason = made.get(id(failure))
+            if reason is None:
+                reason = made[id(failure)] = self._reason(policy, failure)
+            out[name] = reason
+        return out
+
+    def _reason(self, policy: CompiledPolicy, failure: Failure) -> Reason:
+        return Reason(
+            self.name,
+            Kind.EXHAUSTED if failure.exhausted else Kind.UNMET,
+            f"PlacementPolicy {policy.ref}: {failure.type}: {failure.message}",
+            failure.values,
+        )
 
     def constraint(self, prepared: Any) -> str | None:
         if not isinstance(prepared, Governing) or not prepared.refused:
@@ -143,11 +214,12 @@ class PlacementPolicyStep(NodeFilter):
         if not isinstance(prepared, Governing):
             return None
         names = ", ".join(f"{p.ref} ({p.type})" for p in prepared.policies)
-        total = len(trace.remaining) + len(trace.removed)
+        accepted = trace.remaining_count()
+        total = accepted + len(trace.removed)
         return Event(
             "Normal",
             "PlacementPolicy",
-            f"governed by PlacementPolicy {names}: {len(trace.remaining)} of {total} nodes accepted",
+            f"governed by PlacementPolicy {names}: {accepted} of {total} nodes accepted",
         )
 
 

@@ -1,0 +1,395 @@
+"""What the chain runner records for one decision, in the compact form it computes it, and the
+Decision's per-node results and step traces built from it on demand.
+
+At 5000 nodes a Reason, a ScorePart and a NodeResult per node per step cost more than the rules
+themselves, and the extender never reads most of them. So the runner keeps:
+
+- the candidates at each step as the dict it already holds (name -> NodeState, in the order the nodes
+  were asked about; a step that removes nothing passes its input on as it is);
+- removals as mappings of node name -> Reason, either a plain dict (a few nodes) or an `Excluded`
+  map that makes a node's Reason when it is read (a tier or require_with_tag setting most nodes
+  aside for the same rule);
+- score columns: one step's raw values in candidate order, normalised and weighted as a list.
+
+`Ledger.results()` and `Ledger.traces()` turn this into the NodeResult and StepTrace values a Decision
+has always had; nothing about them depends on whether they were read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import filterfalse, repeat
+from operator import add, mul, sub, truediv
+from typing import Any
+
+from berth.engine.types import Kind, NodeResult, Reason, ScorePart, StepTrace
+
+Candidates = dict[str, Any]  # node name -> NodeState, in the order the decision was asked about
+
+
+class Sparse(dict):
+    """Removals a step found through the view's indexes, in the index's order rather than the
+    candidates': a trace lists them in candidate order, as a node-by-node step would have."""
+
+
+class LazyReasons(Mapping[str, Reason]):
+    """A removal map whose Reasons are made when read."""
+
+    def shared(self) -> Reason | None:
+        """A reason whose step, kind and short text are those of every reason here, or None."""
+        return None
+
+
+class Excluded(LazyReasons):
+    """The nodes of `among` that are not in `kept`, each with the Reason `make(name)` gives it."""
+
+    __slots__ = ("_kept", "_make", "_shared", "among")
+
+    def __init__(
+        self, among: Candidates, kept: Mapping[str, Any], make: Callable[[str], Reason], shared: Reason | None
+    ) -> None:
+        self.among = among
+        self._kept = kept
+        self._make = make
+        self._shared = shared
+
+    def __getitem__(self, name: str) -> Reason:
+        if name not in self.among or name in self._kept:
+            raise KeyError(name)
+        return self._make(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.among and name not in self._kept
+
+    def __iter__(self) -> Iterator[str]:
+        return filterfalse(self._kept.__contains__, self.among)
+
+    def __len__(self) -> int:
+        return len(self.among) - len(self._kept)
+
+    def shared(self) -> Reason | None:
+        return self._shared
+
+
+class Listed(LazyReasons):
+    """The nodes `names`, in that order, each with the Reason `make(name)` gives it; `shared` when
+    they all have the same step, kind and message; `reorder` when the order is an index's, to be
+    shown in candidate order."""
+
+    __slots__ = ("_make", "_members", "_shared", "names", "reorder")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        make: Callable[[str], Reason],
+        *,
+        shared: bool = False,
+        reorder: bool = False,
+    ) -> None:
+        self.names = names
+        self.reorder = reorder
+        self._make = make
+        self._members: set[str] | None = None
+        self._shared = make(names[0]) if shared and names else None
+
+    def _set(self) -> set[str]:
+        if self._members is None:
+            self._members = set(self.names)
+        return self._members
+
+    def __getitem__(self, name: str) -> Reason:
+        if name not in self._set():
+            raise KeyError(name)
+        return self._make(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._set()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def shared(self) -> Reason | None:
+        return self._shared
+
+
+class SetAside(LazyReasons):
+    """The removals of an `or` member that won while a later alternative remained: the nodes could
+    still host the pod, so they are only set aside."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Mapping[str, Reason]) -> None:
+        self._inner = inner
+
+    @staticmethod
+    def convert(reason: Reason) -> Reason:
+        return replace(reason, kind=Kind.SET_ASIDE, message=f"{reason.message} (an `or` kept other nodes)")
+
+    def __getitem__(self, name: str) -> Reason:
+        return self.convert(self._inner[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._inner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def shared(self) -> Reason | None:
+        inner = shared_reason(self._inner)
+        return self.convert(inner) if inner is not None else None
+
+
+def shared_reason(reasons: Mapping[str, Reason]) -> Reason | None:
+    return reasons.shared() if isinstance(reasons, LazyReasons) else None
+
+
+def blocking(reasons: Mapping[str, Reason]) -> int:
+    """How many of these nodes are infeasible (removed, not set aside)."""
+    shared = shared_reason(reasons)
+    if shared is not None:
+        return 0 if shared.kind is Kind.SET_ASIDE else len(reasons)
+    return sum(1 for r in reasons.values() if r.kind is not Kind.SET_ASIDE)
+
+
+class Column(Mapping[str, ScorePart]):
+    """One tier's or scorer's parts, by node."""
+
+    step: str
+
+    def weighted_for(self, names: Sequence[str]) -> list[float]:
+        """The weighted parts of `names` (every one of which this step scored), in that order."""
+        raise NotImplementedError
+
+    def highest_raw(self) -> float:
+        raise NotImplementedError
+
+
+class ScoreColumn(Column):
+    """A scorer's raw values over its candidates, scaled to 0..1 (lowest 0, highest 1; all equal gives
+    0) and weighted; a negative weight reverses the order without lowering any score: |w| x (1 - n)."""
+
+    __slots__ = ("_index", "_normalised", "_weighted", "among", "low", "raws", "span", "step", "weight")
+
+    def __init__(self, step: str, among: Candidates, raws: list[float], weight: float) -> None:
+        self.step = step
+        self.among = among
+        self.raws = raws
+        self.weight = weight
+        self.low = min(raws) if raws else 0.0
+        self.span = (max(raws) - self.low) if raws else 0.0
+        low, span = self.low, self.span
+        # The same operations as normalised, then weighted, in one pass of C-level maps (the
+        # normalised values are only read by traces): weight x ((raw - low) / span), or
+        # -weight x (1 - (raw - low) / span) for a negative weight.
+        if not span:
+            self._weighted = [weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0)] * len(raws)
+        else:
+            normalised = map(truediv, map(sub, raws, repeat(low)), repeat(span))
+            if weight >= 0:
+                self._weighted = list(map(mul, repeat(weight), normalised))
+            else:
+                self._weighted = list(map(mul, repeat(-weight), map(sub, repeat(1.0), normalised)))
+        self._normalised: list[float] | None = None
+        self._index: dict[str, int] | None = None
+
+    @property
+    def normalised(self) -> list[float]:
+        if self._normalised is None:
+            low, span = self.low, self.span
+            self._normalised = [(r - low) / span for r in self.raws] if span else [0.0] * len(self.raws)
+        return self._normalised
+
+    def _position(self, name: str) -> int:
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self.among)}
+        return self._index[name]
+
+    def __getitem__(self, name: str) -> ScorePart:
+        i = self._position(name)
+        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.among
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.among)
+
+    def __len__(self) -> int:
+        return len(self.among)
+
+    def weighted_for(self, names: Sequence[str]) -> list[float]:
+        if len(names) == len(self.among):  # the same nodes, in the same order: nothing was removed since
+            return self._weighted
+        by_name = dict(zip(self.among, self._weighted, strict=True))
+        return [by_name[n] for n in names]
+
+    def highest_raw(self) -> float:
+        return max(self.raws, default=0)
+
+
+class TierColumn(Column):
+    """A tier's values: `by_node` holds the nodes whose value is not 0; raw, normalised and weighted
+    are all the value. Every node that went on from the tier had the highest value, `best`."""
+
+    __slots__ = ("among", "best", "by_node", "step")
+
+    def __init__(self, step: str, among: Candidates, by_node: Mapping[str, int], best: int) -> None:
+        self.step = step
+        self.among = among
+        self.by_node = by_node
+        self.best = best
+
+    def __getitem__(self, name: str) -> ScorePart:
+        if name not in self.among:
+            raise KeyError(name)
+        value = self.by_node.get(name, 0)
+        return ScorePart(raw=value, normalised=value, weighted=value)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.among
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.among)
+
+    def __len__(self) -> int:
+        return len(self.among)
+
+    def weighted_for(self, names: Sequence[str]) -> list[float]:
+        return [self.best] * len(names)
+
+    def highest_raw(self) -> float:
+        return self.best if self.among else 0
+
+
+@dataclass(slots=True)
+class StepRun:
+    """What one step did: its input, its survivors, its removals and scores, or why it skipped."""
+
+    step: str
+    phase: str
+    among: Candidates
+    kept: Candidates
+    removed: Mapping[str, Reason]
+    scores: Column | None = None
+    note: str = ""
+
+    def trace(self) -> StepTrace:
+        return StepTrace(
+            step=self.step,
+            phase=self.phase,
+            remaining=tuple(self.kept),
+            removed=in_order(self.removed, self.among),
+            scores=self.scores if self.scores is not None else {},
+            note=self.note,
+        )
+
+
+def in_order(removed: Mapping[str, Reason], among: Candidates) -> Mapping[str, Reason]:
+    """Sparse removals in the order of the step's input; any other map as the step gave it."""
+    sparse = isinstance(removed, Sparse) or (isinstance(removed, Listed) and removed.reorder)
+    if not sparse or len(removed) < 2:
+        return removed
+    return {n: removed[n] for n in among if n in removed}
+
+
+@dataclass(slots=True)
+class Ledger:
+    """Everything one decision found, kept compact; the Decision reads it."""
+
+    names: list[str]  # every node asked about, in order, known to the view or not
+    kept: Candidates  # the candidates at the end of the chain
+    removals: list[Mapping[str, Reason]]  # disjoint: each node is removed at most once
+    columns: list[Column]  # the score parts that count, in chain order
+    runs: list[StepRun]  # every step that ran, including the members of an `or` that lost
+    _totals: list[float] | None = None
+    _finalists: list[str] | None = None
+
+    # -- what the engine and the extender read ------------------------------------------------
+    def candidate_names(self) -> list[str]:
+        if self._finalists is None:
+            self._finalists = list(self.kept)
+        return self._finalists
+
+    def totals(self) -> list[float]:
+        """The candidates' scores before rounding, in candidate order: each node's parts added in
+        chain order, as NodeResult.score adds them."""
+        if self._totals is None:
+            names = self.candidate_names()
+            totals: list[float] = [0] * len(names)
+            for column in self.columns:
+                totals = list(map(add, totals, column.weighted_for(names)))
+            self._totals = totals
+        return self._totals
+
+    def scores(self) -> dict[str, float]:
+        return {n: round(t, 6) for n, t in zip(self.kept, self.totals(), strict=True)}
+
+    def failures(self) -> dict[str, Reason]:
+        out: dict[str, Reason] = {}
+        for removed in self.removals:
+            shared = shared_reason(removed)
+            if shared is not None:
+                out.update(dict.fromkeys(removed, shared))
+            else:
+                out.update(removed)
+        return out
+
+    def failure_texts(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Node -> short reason text, split by whether an eviction could help: (removed by
+        capacity or set aside, removed by a rule the node cannot meet)."""
+        maps: dict[bool, dict[str, str]] = {False: {}, True: {}}
+        for removed in self.removals:
+            shared = shared_reason(removed)
+            if shared is not None:  # thousands of nodes, one text: filled at C speed
+                target = shared.kind is Kind.UNMET
+                texts_of = dict.fromkeys(removed, shared.short())
+                if maps[target]:
+                    maps[target].update(texts_of)
+                else:
+                    maps[target] = texts_of
+                continue
+            texts: dict[int, tuple[dict[str, str], str]] = {}
+            for name, reason in removed.items():
+                known = texts.get(id(reason))
+                if known is None:
+                    known = texts[id(reason)] = (maps[reason.kind is Kind.UNMET], reason.short())
+                known[0][name] = known[1]
+        return maps[False], maps[True]
+
+    def blocked(self) -> int:
+        """How many of the nodes are infeasible."""
+        return sum(blocking(r) for r in self.removals)
+
+    def reason_of(self, name: str) -> Reason | None:
+        for removed in self.removals:
+            if name in removed:
+                return removed[name]
+        return None
+
+    # -- the Decision's full values --------------------------------------------------------------
+    def results(self) -> tuple[NodeResult, ...]:
+        kept = self.kept
+        columns = self.columns
+        out = []
+        for name in self.names:
+            reason = self.reason_of(name)
+            out.append(
+                NodeResult(
+                    name=name,
+                    feasible=reason is None or reason.kind is Kind.SET_ASIDE,
+                    reasons=(reason,) if reason is not None else (),
+                    parts={c.step: c[name] for c in columns if name in c},
+                    candidate=name in kept,
+                )
+            )
+        return tuple(out)
+
+    def traces(self) -> tuple[StepTrace, ...]:
+        return tuple(run.trace() for run in self.runs)
