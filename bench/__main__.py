@@ -1,0 +1,160 @@
+"""`python -m bench`: every benchmark, printed as the Markdown tables bench/RESULTS.md holds.
+
+    python -m bench                  the full run: engine at every size, extender at 5000 nodes,
+                                     end to end at 500 nodes and 2000 pods per scenario
+    python -m bench --quick          the same at a small size, in under a minute
+    python -m bench --size tiny --only engine,extender      what the CI smoke test runs
+    python -m bench generate large --out cluster.json       a snapshot for `berth simulate`
+
+Snapshots are generated on first use into $BERTH_CACHE/bench (default ~/.cache/berth/bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from bench import engine
+from bench.generate import SIZES, cluster_file, write_cluster
+from bench.scenarios import scenarios
+from bench.stats import table
+
+PARTS = ("engine", "extender", "e2e")
+FULL_SIZES = ("small", "medium", "large", "xlarge")
+EXTENDER_SIZE = "large"
+
+
+def data_dir() -> Path:
+    root = Path(os.environ.get("BERTH_CACHE") or Path.home() / ".cache" / "berth")
+    return root / "bench"
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from berth import __version__
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "berth": __version__,
+        "platform": platform.platform(),
+    }
+
+
+def run_engine(sizes: list[str], budget_s: float, max_decisions: int, results: dict[str, Any]) -> None:
+    index_rows, decision_rows = [], []
+    for size in sizes:
+        path = cluster_file(SIZES[size], data_dir())
+        figures, runs = engine.run(path, budget_s=budget_s, max_decisions=max_decisions)
+        index_rows.append(engine.index_row(size, figures))
+        decision_rows += engine.rows(size, figures, runs)
+        print(f"[bench] engine {size}: done", file=sys.stderr, flush=True)
+    print(table("Cluster index: build time and memory", engine.INDEX_HEADERS, index_rows))
+    print(table("Engine: decisions (one core, in-process)", engine.ROW_HEADERS, decision_rows))
+    results["engine"] = {"index": index_rows, "decisions": decision_rows}
+
+
+def run_extender(size: str, pods: int, results: dict[str, Any]) -> None:
+    from bench import extender
+
+    path = cluster_file(SIZES[size], data_dir())
+    rows = []
+    for chain in ("tags", "default"):
+        rows += extender.run(path, SIZES[size].nodes, chain=chain, pods=pods, size=size)
+        print(f"[bench] extender {size} {chain}: done", file=sys.stderr, flush=True)
+    print(table("Extender over HTTP: berth against the floor", extender.HEADERS, rows))
+    results["extender"] = rows
+
+
+def run_e2e(nodes: int, pods: int, scenarios: list[str], results: dict[str, Any]) -> None:
+    from bench import e2e
+
+    rows, ratios, cpu, versions = e2e.run(nodes=nodes, pods=pods, scenarios=tuple(scenarios))
+    print(table(f"End to end: {nodes} nodes, {pods} pods per scenario ({versions})", e2e.HEADERS, rows))
+    print(table("End to end: ratios", e2e.RATIO_HEADERS, ratios))
+    print(table("End to end: CPU milliseconds per pod, by process", e2e.CPU_HEADERS, cpu))
+    results["e2e"] = {"rows": rows, "ratios": ratios, "cpu": cpu, "versions": versions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["generate"]:
+        return generate(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small size, under a minute")
+    parser.add_argument("--size", action="append", choices=list(SIZES), help="engine and extender size")
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {PARTS}")
+    parser.add_argument("--e2e-nodes", type=int, help="nodes of the end-to-end cluster")
+    parser.add_argument("--e2e-pods", type=int, help="pods per end-to-end scenario")
+    parser.add_argument(
+        "--e2e-scenarios", default="baseline,spread,pack", help="comma-separated: baseline, spread, pack"
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    args = parser.parse_args(argv)
+    only = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = [p for p in only if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {unknown}; choose from {PARTS}")
+
+    quick = args.quick
+    sizes = args.size or (["small"] if quick else list(FULL_SIZES))
+    smoke = sizes == ["tiny"]
+    budget_s, max_decisions = (0.05, 50) if smoke else (0.3, 300) if quick else (2.0, 3000)
+    info = machine()
+    started = time.perf_counter()
+    mode = "smoke" if smoke else "quick" if quick else "full"
+    print(f"# berth benchmarks ({mode} run)\n")
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + "\n")
+    results: dict[str, Any] = {"machine": info, "quick": quick}
+    if "engine" in only:
+        run_engine(sizes, budget_s, max_decisions, results)
+    if "extender" in only:
+        size = args.size[0] if args.size else ("small" if quick else EXTENDER_SIZE)
+        run_extender(size, 15 if smoke else 40 if quick else 300, results)
+    if "e2e" in only:
+        nodes = args.e2e_nodes or (30 if quick else 500)
+        pods = args.e2e_pods or (100 if quick else 2000)
+        run_e2e(nodes, pods, [x.strip() for x in args.e2e_scenarios.split(",") if x.strip()], results)
+    print(f"total {time.perf_counter() - started:.1f} s")
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+def generate(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench generate", description="write a synthetic cluster")
+    parser.add_argument("size", choices=list(SIZES))
+    parser.add_argument("--out", metavar="FILE", help="default: the benchmark cache")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    size = SIZES[args.size]
+    path = (
+        write_cluster(size, Path(args.out), args.seed)
+        if args.out
+        else cluster_file(size, data_dir(), args.seed)
+    )
+    pods = path.with_name(path.stem + "-pods.yaml")
+    pods.write_text(yaml.safe_dump_all([s.pod for s in scenarios()], sort_keys=False))
+    print(f"{path}: {size.nodes} nodes, {size.pods} pods (seed {args.seed})")
+    print(f"{pods}: the benchmark's pods; berth simulate --cluster {path} --pod {pods}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""End-to-end throughput on a local control plane (e2e/controlplane.py): pods bound per second by
+kube-scheduler with berth as its extender, against kube-scheduler's built-in inter-pod affinity
+expressing the same rule, on the same control plane in the same run.
+
+| scenario | kube-scheduler, default profile | berth-scheduler + berth serve |
+|---|---|---|
+| baseline | plain pods | plain pods |
+| spread | required pod anti-affinity to its group, per host | `require_without_tag` of its group's tag |
+| pack | preferred pod affinity (weight 100) to its group, per host | `prefer_with_tag` of its group's tag |
+
+Each group has half as many pods as there are nodes, so the spread always fits. For each run the
+pods are created first with their scheduler stopped, then the scheduler is started and a watch
+records when each pod is bound; throughput is (pods - 1) / (last binding - first binding), so the
+scheduler's start-up is not counted. Both schedulers get the same client QPS (1000), so the API client
+rate limit does not decide the result; kube-scheduler keeps its default percentageOfNodesToScore,
+berth-scheduler its shipped 100. The pods of a run are deleted before the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "e2e"))
+
+from controlplane import ControlPlane, free_port  # noqa: E402
+
+HEADERS = ["scenario", "scheduler", "rule", "pods", "bound", "pods/s", "first to last s", "start to last s"]
+CPU_HEADERS = ["scenario", "scheduler", "kube-scheduler", "berth serve", "kube-apiserver", "etcd", "total"]
+RATIO_HEADERS = ["scenario", "berth pods/s", "kube-scheduler pods/s", "ratio"]
+GROUP_LABEL = "bench.berth.dev/group"
+CONCURRENCY = 32
+QPS = "clientConnection:\n  kubeconfig: __KUBECONFIG__\n  qps: 1000\n  burst: 1000\n"
+
+
+def _pod(name: str, namespace: str, scheduler: str, group: str, rule: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {GROUP_LABEL: group}}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/none:1",
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            }
+        ],
+    }
+    term = {"labelSelector": {"matchLabels": {GROUP_LABEL: group}}, "topologyKey": "kubernetes.io/hostname"}
+    if rule == "anti-affinity":
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif rule == "affinity":
+        preferred = [{"weight": 100, "podAffinityTerm": term}]
+        spec["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    elif rule in ("require_without_tag", "prefer_with_tag"):
+        meta["annotations"] = {
+            "berth.dev/tags": json.dumps([group]),
+            "berth.dev/affinity": json.dumps({rule: [group]}),
+        }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+SCENARIOS = ("baseline", "spread", "pack")
+RUNS = (  # scenario, scheduler, rule
+    ("baseline", "default-scheduler", "none"),
+    ("baseline", "berth-scheduler", "none"),
+    ("spread", "default-scheduler", "anti-affinity"),
+    ("spread", "berth-scheduler", "require_without_tag"),
+    ("pack", "default-scheduler", "affinity"),
+    ("pack", "berth-scheduler", "prefer_with_tag"),
+)
+
+
+class Api:
+    """The API server as admin, over a pool of keep-alive connections."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        assert cp.certs is not None and cp.server is not None
+        certs = cp.certs
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        context.load_cert_chain(str(certs / "admin.crt"), str(certs / "admin.key"))
+        self.client = httpx.AsyncClient(
+            base_url=cp.server,
+            verify=context,
+            limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY),
+            timeout=60,
+        )
+
+    async def call(self, method: str, path: str, body: Any = None, *, patch: bool = False) -> Any:
+        headers = {"Content-Type": "application/merge-patch+json" if patch else "application/json"}
+        response = await self.client.request(
+            method, path, content=json.dumps(body) if body else None, headers=headers
+        )
+        if response.status_code >= 300:
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:300]}")
+        return response.json()
+
+    async def each(self, calls: list[tuple[str, str, Any, bool]]) -> None:
+        """Many calls, CONCURRENCY at a time."""
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(call: tuple[str, str, Any, bool]) -> None:
+            async with gate:
+                await self.call(call[0], call[1], call[2], patch=call[3])
+
+        await asyncio.gather(*(one(c) for c in calls))
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+async def create_nodes(api: Api, count: int) -> None:
+    names = [f"node-{i:04d}" for i in range(count)]
+    resources = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "fake node (berth bench)",
+    }
+    await api.each(
+        [
+            (
+                "POST",
+                "/api/v1/nodes",
+                {"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}},
+                False,
+            )
+            for n in names
+        ]
+    )
+    status = {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}}
+    await api.each([("PATCH", f"/api/v1/nodes/{n}/status", status, True) for n in names])
+    # TaintNodesByCondition added node.kubernetes.io/not-ready at create; no controller removes it here.
+    await api.each([("PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}}, True) for n in names])
+
+
+async def watch_bindings(
+    api: Api, namespace: str, count: int, since: str, deadline: float
+) -> dict[str, float]:
+    """Pod name -> when it was first seen bound, until `count` are bound or the deadline passes."""
+    bound: dict[str, float] = {}
+    params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": "600"}
+    while len(bound) < count and time.monotonic() < deadline:
+        try:
+            async with api.client.stream(
+                "GET", f"/api/v1/namespaces/{namespace}/pods", params=params, timeout=None
+            ) as response:
+                async for line in response.aiter_lines():
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    name = (obj.get("metadata") or {}).get("name")
+                    params["resourceVersion"] = (obj.get("metadata") or {}).get("resourceVersion", since)
+                    if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                        bound[name] = time.monotonic()
+                        if len(bound) >= count:
+                            break
+                    if time.monotonic() >= deadline:
+                        break
+        except (httpx.HTTPError, json.JSONDecodeError):
+            await asyncio.sleep(0.2)
+    return bound
+
+
+async def one_run(
+    api: Api,
+    start_scheduler: Any,
+    run: tuple[str, str, str],
+    index: int,
+    nodes: int,
+    pods: int,
+    timeout: float,
+    processes: dict[str, int],
+) -> tuple[list[Any], list[Any]]:
+    scenario, scheduler, rule = run
+    namespace = f"bench-{index}-{scenario}"
+    await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    group_size = max(1, nodes // 2)
+    groups = math.ceil(pods / group_size)
+    bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % groups}", rule) for i in range(pods)]
+    await api.each([("POST", f"/api/v1/namespaces/{namespace}/pods", b, False) for b in bodies])
+    listed = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
+    since = listed["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + timeout
+    watcher = asyncio.create_task(watch_bindings(api, namespace, pods, since, deadline))
+    started = time.monotonic()
+    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    proc = await asyncio.to_thread(start_scheduler, scheduler)
+    try:
+        bound = await watcher
+        # CPU per pod while this run scheduled (kube-scheduler's includes its start-up).
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+        used["kube-scheduler"] = cpu_seconds(proc.pid)
+    finally:
+        await asyncio.to_thread(_stop, proc)
+    times = sorted(bound.values())
+    first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
+    rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
+    start_to_last = times[-1] - started if times else math.nan
+    await api.call(
+        "DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", {"gracePeriodSeconds": 0}
+    )
+    print(
+        f"[bench] e2e {scenario} {scheduler}: {len(times)}/{pods} bound, {rate:.1f} pods/s", file=sys.stderr
+    )
+    per_pod = [used[k] / pods * 1000 for k in ("kube-scheduler", "berth serve", "kube-apiserver", "etcd")]
+    row = [scenario, scheduler, rule, pods, len(times), rate, first_to_last, start_to_last]
+    return row, [scenario, scheduler, *per_pod, sum(per_pod)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU a process has used so far (0 once it has gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pid_of(marker: str) -> int:
+    """The process whose command line holds `marker` (a flag naming this control plane's directory)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    return int(entry.name)
+            except OSError:
+                continue
+    return 0
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _berth_scheduler_config(extender_port: int) -> str:
+    config = yaml.safe_load((ROOT / "manifests/scheduler/scheduler-config.yaml").read_text())
+    config["leaderElection"] = {"leaderElect": False}
+    config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{extender_port}"
+    return yaml.safe_dump(config) + QPS
+
+
+def _wait_extender(port: int, proc: subprocess.Popen, nodes: int, log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"berth serve exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                if f"berth_cache_nodes {float(nodes)}" in response.read().decode():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"berth serve did not see {nodes} nodes: {log.read_text()[-2000:]}")
+
+
+def run(
+    *, nodes: int, pods: int, scenarios: tuple[str, ...] = SCENARIOS, timeout: float = 900
+) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], str]:
+    cp = ControlPlane()
+    cp.start()
+    extender: subprocess.Popen | None = None
+    try:
+        assert cp.logs is not None
+        versions = cp.versions()
+        version = versions.get("kube-scheduler", "?")
+        port = free_port()
+        log = cp.logs / "berth-extender.log"
+        argv = [sys.executable, "-m", "berth.cli", "serve", "--kubeconfig", str(cp.kubeconfig)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        extender = subprocess.Popen(
+            [*argv, "--port", str(port), "--log-level", "warning"],
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        configs = {
+            "default-scheduler": ControlPlane.scheduler_config("default-scheduler", extra_yaml=QPS),
+            "berth-scheduler": _berth_scheduler_config(port),
+        }
+
+        def start_scheduler(name: str) -> subprocess.Popen:
+            return cp.start_scheduler(configs[name], name=name, verbosity=1)
+
+        async def main() -> list[list[Any]]:
+            api = Api(cp)
+            try:
+                await create_nodes(api, nodes)
+                await asyncio.to_thread(_wait_extender, port, extender, nodes, log)
+                assert cp.workdir is not None and extender is not None
+                processes = {
+                    "berth serve": extender.pid,
+                    "kube-apiserver": _pid_of(f"--cert-dir={cp.workdir / 'apiserver-certs'}"),
+                    "etcd": _pid_of(f"--data-dir={cp.workdir / 'etcd-data'}"),
+                }
+                runs = [r for r in RUNS if r[0] in scenarios]
+                return [
+                    await one_run(api, start_scheduler, r, i, nodes, pods, timeout, processes)
+                    for i, r in enumerate(runs)
+                ]
+            finally:
+                await api.close()
+
+        results = asyncio.run(main())
+    finally:
+        if extender is not None:
+            _stop(extender)
+        cp.stop()
+    rows = [row for row, _ in results]
+    cpu = [used for _, used in results]
+    rates = {(r[0], r[1]): r[5] for r in rows}
+    ratios = []
+    for scenario in scenarios:
+        berth, kube = rates[(scenario, "berth-scheduler")], rates[(scenario, "default-scheduler")]
+        ratios.append([scenario, berth, kube, berth / kube if kube else math.nan])
+    return rows, ratios, cpu, f"kube-scheduler {version}"

@@ -1,0 +1,97 @@
+"""The benchmarks at their smallest size: they run, and every figure they print is a number.
+
+No timing is asserted: the figures depend on the machine. bench/RESULTS.md holds the real run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.scenarios import scenarios
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """Every Markdown table under a `### title`, as rows of header -> cell."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    for block in re.split(r"^### ", text, flags=re.M)[1:]:
+        title, *lines = block.strip().splitlines()
+        rows = [
+            [c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")
+        ]
+        header, body = rows[0], rows[2:]
+        tables[title] = [dict(zip(header, row, strict=True)) for row in body]
+    return tables
+
+
+def _number(cell: str) -> float:
+    value = float(cell)
+    assert math.isfinite(value), cell
+    return value
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    work = tmp_path_factory.mktemp("bench")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--size",
+            "tiny",
+            "--only",
+            "engine,extender",
+            "--json",
+            str(work / "out.json"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "BERTH_CACHE": str(work)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout, json.loads((work / "out.json").read_text())
+
+
+def test_the_engine_benchmark_prints_a_rate_and_latencies_for_every_scenario_and_chain(smoke_run):
+    out, _ = smoke_run
+    rows = _tables(out)["Engine: decisions (one core, in-process)"]
+    expected = {(s.name, chain) for s in scenarios() for chain in s.chains}
+    assert {(r["scenario"], r["chain"]) for r in rows} == expected
+    for row in rows:
+        assert _number(row["decisions/s"]) > 0
+        p50, p99, worst = (_number(row[k]) for k in ("p50 ms", "p99 ms", "max ms"))
+        assert 0 < p50 <= p99 <= worst
+        assert int(row["candidates"]) >= 1
+
+
+def test_the_index_figures_give_build_times_and_memory_per_10k_pods(smoke_run):
+    out, _ = smoke_run
+    (row,) = _tables(out)["Cluster index: build time and memory"]
+    assert (row["nodes"], row["pods"]) == ("20", "404")
+    for key in ("parse s", "convert s", "index s", "load_snapshot s"):
+        assert _number(row[key]) >= 0
+    assert _number(row["index MiB per 10k pods"]) > 0
+
+
+def test_the_extender_benchmark_compares_every_verb_with_the_floor(smoke_run):
+    out, results = smoke_run
+    rows = _tables(out)["Extender over HTTP: berth against the floor"]
+    for chain in ("tags", "default"):
+        verbs = {r["verb"] for r in rows if r["chain"] == chain}
+        assert {"filter", "bind", "filter+prioritize+bind"} <= verbs
+    for row in rows:
+        for key in ("berth p50 ms", "berth p99 ms", "floor p50 ms", "floor p99 ms", "p99 ratio"):
+            assert _number(row[key]) > 0
+    assert len(results["extender"]) == len(rows)
