@@ -204,6 +204,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_cluster_source(parser: argparse.ArgumentParser) -> None:
+    """--cluster FILE or --live [--kubeconfig FILE]: where the offline commands read the cluster."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
+    source.add_argument(
+        "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
+    )
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", help="with --live: the kubeconfig (default: $KUBECONFIG)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="berth", description="Placement policies for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"berth {__version__}")
@@ -216,14 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         "placed, 1 when nothing fits (409), 2 when the specification is invalid (400). Several pods in "
         "the pod file are placed in order, each seeing the ones before.",
     )
-    source = sim.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
-    source.add_argument(
-        "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
-    )
-    sim.add_argument(
-        "--kubeconfig", metavar="FILE", help="with --live: the kubeconfig (default: $KUBECONFIG)"
-    )
+    _add_cluster_source(sim)
     sim.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
     sim.add_argument("--seed", type=int, help="make every random choice reproducible")
     sim.add_argument("--output", choices=("table", "json"), default="table")
@@ -261,12 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         "neighbour. Exit codes as for simulate.",
     )
     exp.add_argument("pod", metavar="NAMESPACE/NAME")
-    exp_source = exp.add_mutually_exclusive_group(required=True)
-    exp_source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
-    exp_source.add_argument("--live", action="store_true", help="read the cluster through the kubeconfig")
-    exp.add_argument(
-        "--kubeconfig", metavar="FILE", help="with --live: the kubeconfig (default: $KUBECONFIG)"
-    )
+    _add_cluster_source(exp)
     exp.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     exp.add_argument("--seed", type=int, help="another seed than the pod's own")
     exp.add_argument("--output", choices=("table", "json"), default="table")
