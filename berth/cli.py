@@ -162,6 +162,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         certfile=args.tls_cert,
         keyfile=args.tls_key,
         log_level=args.log_level,
+        reservation_seconds=args.reservation_seconds,
     )
     return 0
 
@@ -289,6 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--tls-key", metavar="FILE")
     srv.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     srv.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    srv.add_argument(
+        "--reservation-seconds",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="how long a placement the watch has not shown bound counts on its node before berth asks the "
+        "API server whether it is bound (default 30; it is undone only when the API server says not bound)",
+    )
     srv.set_defaults(func=cmd_serve)
 
     op = sub.add_parser(

@@ -63,13 +63,20 @@ def http_status(url: str, context: Any = None) -> int:
 
 
 class Stack:
-    def __init__(self, cp: ControlPlane, *, https: bool = False, scheduler: str = "berth-scheduler") -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        *,
+        https: bool = False,
+        scheduler: str = "berth-scheduler",
+        serve_args: tuple[str, ...] = (),
+    ) -> None:
         assert cp.logs and cp.kubeconfig and cp.workdir
         self.cp, self.https, self.scheduler_name = cp, https, scheduler
         self.port = free_port()
         self.scheme = "https" if https else "http"
         python = [sys.executable, "-m", "berth.cli"]
-        serve = [*python, "serve", "--kubeconfig", str(cp.kubeconfig), "--port", str(self.port)]
+        serve = [*python, "serve", "--kubeconfig", str(cp.kubeconfig), "--port", str(self.port), *serve_args]
         if https:
             self.certs = self_signed(cp.workdir / f"{scheduler}-extender-tls", ["127.0.0.1"])
             serve += ["--tls-cert", str(self.certs.cert), "--tls-key", str(self.certs.key)]

@@ -2,6 +2,10 @@
 
 Each burst creates 100 pods at once and checks, from the API alone, that no rule was broken and that
 every pod is either placed or refused with a named reason (no pod is left without an event).
+
+The extender here asks the API server about a placement the watch has not shown bound after
+RESERVATION_SECONDS (2 s instead of the default 30 s), so every burst of this suite runs longer than the
+reservation time, and the pods, which no kubelet ever starts, stay Pending far beyond it.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from controlplane import ControlPlane
 from stack import Stack
 
 NODES = [f"r-{i:03d}" for i in range(100)]
+RESERVATION_SECONDS = 2
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     cp = ControlPlane()
     cp.start()
-    stack = Stack(cp)
+    stack = Stack(cp, serve_args=("--reservation-seconds", str(RESERVATION_SECONDS)))
     try:
         stack.start()
         cp.create_nodes(NODES)
@@ -126,6 +131,30 @@ def test_100_pods_at_once_under_one_per_host_on_100_nodes_land_one_per_node(stac
     assert max(Counter(placed.values()).values()) == 1
     assert sorted(placed.values()) == NODES
     assert len(refused) == 1 and any("ONE_PER_HOST" in m for m in next(iter(refused.values())))
+
+
+def test_a_burst_in_waves_longer_than_the_reservation_time_keeps_one_per_host(stack, ns):
+    # 101 pods in 8 waves over about 10 s (5 reservation times): pods of the first waves stay Pending
+    # on their nodes the whole time and must keep counting there for the later waves.
+    labels = {"app.kubernetes.io/name": "waves", "app.kubernetes.io/version": "1"}
+    _apply(stack, [_policy("one", ns, {"type": "ONE_PER_HOST"}, "waves")])
+    _wait_policy_ready(stack, ns, "one")
+    started = time.monotonic()
+    names = [f"w{i:03d}" for i in range(101)]
+    for wave in range(8):
+        _apply(stack, [_pod(n, ns, labels=labels) for n in names[wave * 13 : (wave + 1) * 13]])
+        time.sleep(1.25)
+    assert time.monotonic() - started > 5 * RESERVATION_SECONDS
+    placed, refused = _settle(stack, ns, 100)
+    time.sleep(2 * RESERVATION_SECONDS)  # long past every reservation: nothing was forgotten
+    assert max(Counter(placed.values()).values()) == 1
+    assert sorted(placed.values()) == NODES
+    assert len(refused) == 1 and any("ONE_PER_HOST" in m for m in next(iter(refused.values())))
+    late = _pod("late", ns, labels=labels)
+    _apply(stack, [late])
+    _, refused = _settle(stack, ns, 100)
+    assert any("ONE_PER_HOST" in m for m in refused["late"])
+    assert len({p["spec"].get("nodeName") for p in _pods(stack, ns) if p["spec"].get("nodeName")}) == 100
 
 
 def test_100_pods_at_once_under_require_without_tag_never_share_a_node(stack, ns):

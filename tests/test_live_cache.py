@@ -20,24 +20,51 @@ def _with_rv(obj, rv):
     return obj
 
 
+class Feed(httpx.AsyncByteStream):
+    """A watch stream whose events the test sends when it wants them (`send`), so the test decides
+    which comes first: a watch event or a bind's answer."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def send(self, kind: str, obj: dict) -> None:
+        self.queue.put_nowait(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+
+    def end(self) -> None:
+        self.queue.put_nowait(b"")
+
+    async def __aiter__(self):
+        while chunk := await self.queue.get():
+            yield chunk
+
+
 class FakeApi:
-    """Lists and watches by a script; records every request's query."""
+    """Lists and watches by a script, single objects from `objects` (an object, or a status code to
+    answer with); records every request's query."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.lists: dict[str, list[list[dict]]] = {"/api/v1/nodes": [], "/api/v1/pods": []}
         self.watches: dict[str, list] = {"/api/v1/nodes": [], "/api/v1/pods": []}
+        self.objects: dict[str, dict | int] = {}
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path, query = request.url.path, dict(request.url.params)
         self.requests.append((path, query))
         if path.startswith("/apis/berth.dev"):
             return httpx.Response(404, json={"kind": "Status", "code": 404, "message": "not found"})
+        if path in self.objects:
+            found = self.objects[path]
+            if isinstance(found, int):
+                return httpx.Response(found, json={"kind": "Status", "code": found, "message": "no"})
+            return httpx.Response(200, json=found)
         if query.get("watch") == "true":
             script = self.watches[path]
             step = script.pop(0) if script else "hang"
             if step == "hang":
                 return httpx.Response(200, stream=_Hang())
+            if isinstance(step, Feed):
+                return httpx.Response(200, stream=step)
             if isinstance(step, int):
                 return httpx.Response(step, json={"kind": "Status", "code": step, "message": "expired"})
             return httpx.Response(200, content="\n".join(json.dumps(e) for e in step).encode() + b"\n")
@@ -62,11 +89,11 @@ async def _until(condition, timeout=5.0):
         await asyncio.sleep(0.01)
 
 
-def _cache(api: FakeApi) -> LiveCluster:
+def _cache(api: FakeApi, **kw) -> LiveCluster:
     client = KubeClient(
         Credentials(server="https://api.test", ssl_context=False), transport=httpx.MockTransport(api.handler)
     )
-    return LiveCluster(client)
+    return LiveCluster(client, **kw)
 
 
 def test_the_cache_lists_then_watches_from_the_list_version_and_applies_events():

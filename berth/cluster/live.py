@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,18 @@ log = logging.getLogger("berth.cache")
 WATCH_TIMEOUT_SECONDS = 120
 WATCH_IDLE_SECONDS = 30.0
 RETRY_SECONDS = 2.0
-RESERVATION_SECONDS = 30.0  # a placement berth chose but the scheduler has not bound yet
+# A placement berth made that the watch has not shown stored after this long is checked with the API
+# server (every VERIFY_EVERY_SECONDS), and undone only when the API server says the pod is not bound.
+RESERVATION_SECONDS = 30.0
+VERIFY_EVERY_SECONDS = 5.0
+GONE_REMEMBERED = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    node: str
+    key: str  # namespace/name, to ask the API server about the pod
+    deadline: float  # monotonic time from which the API server is asked
 
 
 @dataclass
@@ -133,14 +145,32 @@ class Reflector:
 
 
 class LiveCluster:
-    """A ClusterView fed by watches, with the placements berth made that the watch has not shown."""
+    """A ClusterView fed by watches, plus the bindings berth made that the watch has not shown yet.
 
-    def __init__(self, client: KubeClient) -> None:
+    What the watch shows is the truth: a pod the watch shows with `spec.nodeName` counts on that node
+    until the watch shows it gone, terminal or elsewhere, however long it stays Pending. A reservation
+    stands only for a binding berth chose or made that the watch has not shown stored yet; it never
+    overrides a binding the watch has shown, and it is undone only when the binding surely failed (the
+    scheduler's bind check or the API server refused it) or when the API server, asked once the
+    reservation is `reservation_seconds` old, answers that the pod is not bound (or is gone).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        reservation_seconds: float = RESERVATION_SECONDS,
+        verify_every: float = VERIFY_EVERY_SECONDS,
+    ) -> None:
         self.client = client
         self.view = ClusterView()
         self.last_event = 0.0
-        # pod uid -> (node, deadline): placed by berth, not yet seen bound by the watch
-        self._reserved: dict[str, tuple[str, float]] = {}
+        self.reservation_seconds = reservation_seconds
+        self.verify_every = verify_every
+        # pod uid -> reservation: placed by berth, not yet seen bound by the watch
+        self._reserved: dict[str, Reservation] = {}
+        # uids the watch showed deleted lately: a bind answer arriving after the deletion adds no ghost
+        self._gone: OrderedDict[str, None] = OrderedDict()
         self.kinds = [
             Kind(
                 "nodes",
@@ -157,10 +187,10 @@ class LiveCluster:
                 "/api/v1/pods",
                 {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
                 apply=self._apply_pod,
-                delete=lambda o: self.view.remove_pod(_meta_key(o)),
+                delete=self._delete_pod,
                 keys=lambda: {p.key for p in self.view.pods()},
                 key_of=_meta_key,
-                forget=self.view.remove_pod,
+                forget=self._forget_pod,
             ),
         ]
         self.kinds.append(
@@ -183,6 +213,7 @@ class LiveCluster:
     async def start(self) -> None:
         self._tasks = [asyncio.create_task(r.run(), name=f"reflector-{r.kind.name}") for r in self.reflectors]
         self._tasks.append(asyncio.create_task(self._after_sync(), name="cache-sync"))
+        self._tasks.append(asyncio.create_task(self._verify_loop(), name="cache-reservations"))
 
     async def _after_sync(self) -> None:
         await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
@@ -210,6 +241,10 @@ class LiveCluster:
     def touched(self) -> None:
         self.last_event = time.monotonic()
 
+    def reservations(self) -> int:
+        """How many placements berth counts that the watch has not shown stored yet."""
+        return len(self._reserved)
+
     # -- applying objects ---------------------------------------------------------------------
     def _apply_node(self, obj: dict[str, Any]) -> None:
         try:
@@ -223,39 +258,120 @@ class LiveCluster:
         except BerthError as exc:
             log.warning("ignoring pod %s: %s", _meta_key(obj), exc.message)
             return
-        reserved = self._reserved.get(pod.uid)
+        reserved = self._reserved.get(pod.uid) if pod.uid else None
         if reserved is not None:
-            node, deadline = reserved
-            if pod.node_name or pod.terminal or time.monotonic() > deadline:
+            if pod.node_name or pod.terminal:
+                # The binding is stored (or the pod is done): the watch's word replaces the reservation.
                 del self._reserved[pod.uid]
             else:
-                pod = msgspec.structs.replace(pod, node_name=node)
+                # Not shown bound yet: the binding may be in flight. Keep counting the pod where berth put it.
+                pod = msgspec.structs.replace(pod, node_name=reserved.node)
+        elif not pod.node_name and not pod.terminal and pod.uid:
+            # Kubernetes never unbinds a pod: an unbound copy of a pod already seen bound is older news
+            # (an API server answer applied ahead of the watch), so the binding stays.
+            current = self.view.pod(pod.key)
+            if current is not None and current.node_name and current.uid == pod.uid:
+                pod = msgspec.structs.replace(pod, node_name=current.node_name)
         self.view.add_pod(pod)
+
+    def _delete_pod(self, obj: dict[str, Any]) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            self._reserved.pop(uid, None)
+            self._gone[uid] = None
+            while len(self._gone) > GONE_REMEMBERED:
+                self._gone.popitem(last=False)
+        self.view.remove_pod(_meta_key(obj))
+
+    def _forget_pod(self, key: str) -> None:
+        """A relist no longer lists the pod: it was deleted while the watch was down. A pod berth has
+        reserved stays until the API server, asked about the reservation, says it is gone."""
+        pod = self.view.pod(key)
+        if pod is not None and not (pod.uid and pod.uid in self._reserved):
+            self.view.remove_pod(key)
 
     # -- berth's own placements ---------------------------------------------------------------
     def reserve(self, pod: Pod, node: str) -> None:
         """Count the pod on `node` at once, before the binding is seen, so the next pod of a burst
-        sees it. A reservation the watch does not confirm within RESERVATION_SECONDS lapses."""
-        self._expire()
+        sees it. Nothing changes when the watch has already shown the pod bound: the watch's event and
+        the bind's answer race, and what the API server stored is never overridden by a reservation."""
+        if pod.uid and pod.uid in self._gone:
+            return  # deleted before the bind's answer came back
+        current = self.view.pod(pod.key)
+        if (
+            current is not None
+            and current.node_name
+            and current.same_pod(pod)
+            and (not pod.uid or pod.uid not in self._reserved)
+        ):
+            if current.node_name != node:
+                log.warning("%s: bound to %s, not %s as reserved", pod.key, current.node_name, node)
+            return
         if pod.uid:
-            self._reserved[pod.uid] = (node, time.monotonic() + RESERVATION_SECONDS)
-        self.view.add_pod(msgspec.structs.replace(pod, node_name=node))
+            self._reserved[pod.uid] = Reservation(node, pod.key, time.monotonic() + self.reservation_seconds)
+        base = current if current is not None and current.same_pod(pod) else pod
+        self.view.add_pod(msgspec.structs.replace(base, node_name=node))
 
     def release(self, pod: Pod) -> None:
-        """Undo a reservation (the binding failed)."""
-        self._reserved.pop(pod.uid, None)
+        """Undo a reservation: the binding surely did not happen. A binding the watch has shown stays."""
+        reserved = self._reserved.pop(pod.uid, None) if pod.uid else None
+        if reserved is None and pod.uid:
+            return
         current = self.view.pod(pod.key)
         if current is not None and current.same_pod(pod):
             self.view.add_pod(msgspec.structs.replace(current, node_name=""))
 
-    def _expire(self) -> None:
+    # -- reservations the watch does not confirm ----------------------------------------------
+    async def _verify_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.verify_every)
+            try:
+                await self.verify_reservations()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never let the loop die; the next round asks again
+                log.warning("checking reservations failed: %s: %s", type(exc).__name__, exc)
+
+    async def verify_reservations(self) -> None:
+        """Ask the API server about each reservation older than `reservation_seconds`: bound, it is
+        applied as the watch would; not bound or gone, it is undone; no answer, it stays and is asked
+        about again next round (counting a pod too many is safe, counting one too few is not)."""
         now = time.monotonic()
-        for uid, (_node, deadline) in list(self._reserved.items()):
-            if now > deadline:
-                del self._reserved[uid]
-                pod = self.view.pod_by_uid(uid)
-                if pod is not None and pod.node_name and pod.phase == "Pending":
-                    self.view.add_pod(msgspec.structs.replace(pod, node_name=""))
+        due = [(uid, r) for uid, r in self._reserved.items() if now > r.deadline]
+        for uid, reservation in due:
+            namespace, _, name = reservation.key.partition("/")
+            try:
+                obj: dict[str, Any] | None = await self.client.get(
+                    f"/api/v1/namespaces/{namespace}/pods/{name}"
+                )
+            except ApiError as exc:
+                if exc.status != 404:
+                    log.info(
+                        "reservation of %s on %s kept: %s", reservation.key, reservation.node, exc.message
+                    )
+                    continue
+                obj = None
+            if self._reserved.get(uid) is not reservation:
+                continue  # the watch (or a bind) settled it while the API server answered
+            del self._reserved[uid]
+            if obj is not None and ((obj.get("metadata") or {}).get("uid")) == uid:
+                if (obj.get("spec") or {}).get("nodeName"):
+                    self._apply_pod(obj)  # bound: the API server confirms what the watch has not shown yet
+                    continue
+                # The API server's word: not bound. The pod counts on no node until it is.
+                self.release_view(reservation.key, uid)
+                log.info("reservation of %s on %s undone: not bound", reservation.key, reservation.node)
+                continue
+            # Gone, or replaced by another pod of the same name.
+            current = self.view.pod(reservation.key)
+            if current is not None and current.uid == uid:
+                self.view.remove_pod(reservation.key)
+            log.info("reservation of %s on %s undone: the pod is gone", reservation.key, reservation.node)
+
+    def release_view(self, key: str, uid: str) -> None:
+        current = self.view.pod(key)
+        if current is not None and current.uid == uid and current.node_name:
+            self.view.add_pod(msgspec.structs.replace(current, node_name=""))
 
 
 async def fetch_snapshot(kubeconfig: str | None = None) -> Snapshot:

@@ -63,6 +63,12 @@ class Metrics:
         ready.set_function(lambda: 1.0 if placer.cluster.ready() else 0.0)
         nodes = Gauge("berth_cache_nodes", "Nodes in the cluster view.", registry=self.registry)
         nodes.set_function(lambda: len(placer.cluster.view))
+        reservations = Gauge(
+            "berth_cache_reservations",
+            "Placements berth counts on a node that the watch has not shown bound yet.",
+            registry=self.registry,
+        )
+        reservations.set_function(lambda: getattr(placer.cluster, "reservations", lambda: 0)())
 
 
 def _json(body: Any, status: int = 200) -> Response:

@@ -13,7 +13,7 @@ import msgspec
 import uvicorn
 
 from berth.cluster.kubeapi import KubeClient, load_credentials
-from berth.cluster.live import LiveCluster
+from berth.cluster.live import RESERVATION_SECONDS, LiveCluster
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import load_snapshot
 from berth.cluster.view import ClusterView
@@ -125,6 +125,7 @@ def serve(
     certfile: str | None = None,
     keyfile: str | None = None,
     log_level: str = "info",
+    reservation_seconds: float = RESERVATION_SECONDS,
 ) -> None:
     async def main() -> None:
         live: LiveCluster | None = None
@@ -136,7 +137,7 @@ def serve(
             placer = Placer(cluster, online=online, offline=offline, binder=_no_binding, recorder=_log_events)
         else:
             client = KubeClient(load_credentials(kubeconfig))
-            live = LiveCluster(client)
+            live = LiveCluster(client, reservation_seconds=reservation_seconds)
             placer = Placer(
                 live, online=online, offline=offline, binder=api_binder(client), recorder=api_recorder(client)
             )
