@@ -15,6 +15,8 @@ IMAGE = "berth.dev/image"
 PLACEMENT_POLICY = "berth.dev/placement-policy"
 
 POD_ANNOTATIONS = (TAGS, AFFINITY, TRAITS, LOCALITY, AFFINITY_RULES, PACKAGE, IMAGE, PLACEMENT_POLICY)
+# Written by berth on the pods it places (with the binding): why the pod is where it is.
+PLACEMENT_RECORD = "berth.dev/placement"
 
 # Pod labels.
 APP_NAME = "app.kubernetes.io/name"

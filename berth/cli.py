@@ -85,10 +85,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     pod = snapshot.view.pod(key)
     if pod is None:
         raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
-    seed = seed_for(pod) if args.seed is None else args.seed
-    decision = decide(
-        pod, snapshot.view, build_pipeline(_allocator_config(args.config), offline=True), seed=seed
-    )
+    record = _record(pod)
+    if args.seed is not None:
+        seed = args.seed
+    elif isinstance(record.get("seed"), int):
+        seed = record["seed"]
+    else:
+        seed = seed_for(pod)
+    config = _allocator_config(args.config)
+    decision = decide(pod, snapshot.view, build_pipeline(config, offline=True), seed=seed)
     where = f"is on {pod.node_name}" if pod.node_name else "is not placed"
     if decision.chosen and pod.node_name:
         verdict = "the same node" if decision.chosen == pod.node_name else f"{decision.chosen}, another node"
@@ -96,18 +101,69 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         answer = decision.error.message if decision.error else f"would place it on {decision.chosen}"
         summary = f"{key} {where}; berth, asked now: {answer}"
+    differs = _replay_differs(record, decision, build_pipeline(config, offline=False).digest)
     if args.output == "json":
-        print(
-            json.dumps(
-                {"pod": key, "node": pod.node_name or None, "decision": decision.to_dict(detail=True)},
-                indent=2,
-            )
-        )
+        out: dict[str, Any] = {
+            "pod": key,
+            "node": pod.node_name or None,
+            "decision": decision.to_dict(detail=True),
+        }
+        if record:
+            out["record"] = record
+            out["replayDiffers"] = differs
+        print(json.dumps(out, indent=2))
     else:
         print(summary)
+        if record:
+            print(f"recorded at binding: {_record_line(record)}")
+            print(
+                "the replay now differs: " + "; ".join(differs)
+                if differs
+                else "the replay agrees with the record"
+            )
         print()
         print(table(decision, detail=True))
     return _exit_code([decision])
+
+
+def _record(pod: Pod) -> dict[str, Any]:
+    """The berth.dev/placement record on a pod ({} when it has none or it cannot be read)."""
+    if not pod.record:
+        return {}
+    try:
+        record = json.loads(pod.record)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _record_line(record: dict[str, Any]) -> str:
+    parts = [f"node {record.get('node')}"]
+    if "score" in record:
+        parts.append(f"score {record['score']}")
+    if "margin" in record:
+        parts.append(f"margin {record['margin']}")
+    if record.get("top"):
+        parts.append("top " + ", ".join(f"{n} ({s})" for n, s in record["top"]))
+    if "feasible" in record:
+        parts.append(f"{record['feasible']} feasible")
+    if record.get("noChoice"):
+        parts.append("had no choice")
+    parts.append(f"seed {record.get('seed')}, chain {record.get('chain')}")
+    return "; ".join(parts)
+
+
+def _replay_differs(record: dict[str, Any], decision: Decision, digest: str) -> list[str]:
+    """What the replay says that the record at binding did not."""
+    if not record:
+        return []
+    out = []
+    if record.get("node") != decision.chosen:
+        now = decision.chosen or "no node"
+        out.append(f"it chooses {now}, the record says {record.get('node')}")
+    if record.get("chain") and record.get("chain") != digest:
+        out.append(f"the chain or configuration changed (digest {digest}, recorded {record.get('chain')})")
+    return out
 
 
 def _placed(pod: Pod, node: str) -> Pod:
@@ -163,8 +219,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         keyfile=args.tls_key,
         log_level=args.log_level,
         reservation_seconds=args.reservation_seconds,
+        placement_events=_placement_events(args.placement_events),
     )
     return 0
+
+
+def _placement_events(value: str) -> tuple[str, ...]:
+    from berth.extender.placer import PLACEMENT_EVENTS
+
+    if value in ("", "none"):
+        return ()
+    if value == "all":
+        return PLACEMENT_EVENTS
+    wanted = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [v for v in wanted if v not in PLACEMENT_EVENTS]
+    if unknown:
+        raise BerthError(
+            f"--placement-events: unknown event {unknown[0]!r}; "
+            f"give none, all, or a comma list of {', '.join(PLACEMENT_EVENTS)}"
+        )
+    return wanted
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
@@ -297,6 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="how long a placement the watch has not shown bound counts on its node before berth asks the "
         "API server whether it is bound (default 30; it is undone only when the API server says not bound)",
+    )
+    srv.add_argument(
+        "--placement-events",
+        default="none",
+        metavar="LIST",
+        help="events written on each placed pod: none (default; the placement record rides on the pod as "
+        "the berth.dev/placement annotation), all, or a comma list of Placed, HadNoChoice, FinalCandidates, "
+        "HighestAffinity. Refusals and invalid specifications are always events",
     )
     srv.set_defaults(func=cmd_serve)
 

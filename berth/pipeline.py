@@ -20,10 +20,11 @@ algorithms (berth.vocab.alloc.custom).
 
 from __future__ import annotations
 
+import hashlib
 from functools import partial
 from typing import Any
 
-from berth.engine.chain import Member, Or, Pipe
+from berth.engine.chain import Member, Or, Pipe, describe
 from berth.engine.decide import Pipeline
 from berth.engine.step import Step
 from berth.errors import InvalidConfig
@@ -137,7 +138,21 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     override = any(n.removeprefix("alloc/") == OVERRIDE for n in names)
     setup = Setup(config=config, override=override and not config.defaults.disable_override_overprovisioning)
     chain = _member(description, "allocationDescription", setup)
-    return Pipeline(chain=chain, compile_pod=partial(compile_pod, config=config))
+    return Pipeline(
+        chain=chain, compile_pod=partial(compile_pod, config=config), digest=digest(chain, config)
+    )
+
+
+def digest(chain: Member, config: AllocatorConfig) -> str:
+    """12 hex digits naming the chain and every setting its steps run with: two extenders that decide
+    alike have the same digest, and a placement record says which configuration decided."""
+    settings = (
+        describe(chain),
+        config.defaults,
+        sorted(config.packages.items()),
+        sorted(config.algorithms.items()),
+    )
+    return hashlib.sha256(repr(settings).encode()).hexdigest()[:12]
 
 
 def default_chain(*, offline: bool) -> Member:

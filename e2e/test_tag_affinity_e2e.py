@@ -40,10 +40,14 @@ def test_three_web_and_one_batch_at_plus_two_beat_one_web_at_plus_one(cluster, n
         pod("new", namespace, affinity={"prefer_with_tag": ["web"], "prefer_without_tag": ["batch"]})
     )
     assert cluster.wait_placed(namespace, ["new"]) == {"new": "node-01"}
-    placed = cluster.wait_event(
-        namespace, "new", lambda e: e["reason"] == "Placed" and e["source"] == "berth"
-    )
-    assert "schedule have highest affinity: +2 on node-01" in placed["message"]
+    # The placement record rides on the pod, written with the binding.
+    annotations = cluster.get("pod", "new", namespace)["metadata"]["annotations"]
+    record = json.loads(annotations["berth.dev/placement"])
+    assert record["node"] == "node-01" and record["top"][0][0] == "node-01"
+    assert record["feasible"] == len(cluster.nodes) and record["noChoice"] is False
+    assert len(record["chain"]) == 12 and isinstance(record["seed"], int)
+    # berth writes no per-placement event by default (--placement-events), only kube-scheduler's own.
+    assert not [e for e in cluster.events(namespace, "new") if e["source"] == "berth"]
 
 
 def test_weighted_affinity_is_admitted_with_a_warning_and_ties_a_and_b(cluster, namespace):

@@ -190,3 +190,54 @@ def test_explain_replays_a_pod_of_the_cluster_with_its_own_seed_and_says_where_i
 def test_explain_names_a_pod_that_is_not_in_the_cluster(capsys):
     assert main(["explain", "shop/nope", "--cluster", str(ROOT / "examples/cluster.yaml")]) == 2
     assert "no pod shop/nope in the cluster" in capsys.readouterr().err
+
+
+def _recorded_cluster(tmp_path, record: dict) -> str:
+    placed = pod(
+        "web-0",
+        node="big",
+        uid="u-web",
+        annotations={"berth.dev/placement": json.dumps(record)},
+    )
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(k8s_list(node("small", memory="8Gi"), node("big", memory="64Gi"), placed)))
+    return str(path)
+
+
+def test_explain_shows_the_placement_record_beside_the_replay_and_agrees_when_nothing_changed(
+    tmp_path, capsys
+):
+    from berth.pipeline import default_pipeline
+
+    digest = default_pipeline(offline=False).digest
+    record = {
+        "node": "big",
+        "score": 2,
+        "margin": 1.5,
+        "top": [["big", 2], ["small", 0.5]],
+        "feasible": 2,
+        "noChoice": False,
+        "seed": 7,
+        "chain": digest,
+    }
+    cluster = _recorded_cluster(tmp_path, record)
+    assert main(["explain", "default/web-0", "--cluster", cluster]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "recorded at binding: node big; score 2; margin 1.5; top big (2), small (0.5); 2 feasible; seed 7"
+        in out
+    )
+    assert "the replay agrees with the record" in out
+    assert "asked now with the pod's own seed 7" in out  # the recorded seed replays the decision
+    main(["explain", "default/web-0", "--cluster", cluster, "--output", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["record"] == record and out["replayDiffers"] == []
+
+
+def test_explain_says_when_the_replay_now_differs_from_the_record(tmp_path, capsys):
+    record = {"node": "small", "seed": 7, "chain": "0123456789ab", "noChoice": True}
+    cluster = _recorded_cluster(tmp_path, record)
+    main(["explain", "default/web-0", "--cluster", cluster])
+    out = capsys.readouterr().out
+    assert "the replay now differs: it chooses big, the record says small; the chain or configuration " in out
+    assert "recorded 0123456789ab" in out

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
+from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.extender.app import create_app
-from berth.extender.placer import Placer
+from berth.extender.placer import Placer, seed_for
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -15,12 +18,14 @@ from tests.builders import node, pod, view
 
 @pytest.fixture
 def serve():
-    def _serve(*objects):
+    def _serve(*objects, placement_events=()):
         events: list[tuple[str, str, str]] = []
         bound: list[tuple[str, str]] = []
+        records: list[dict] = []
 
-        async def binder(p, n):
+        async def binder(p, n, annotations):
             bound.append((p.key, n))
+            records.append(json.loads(annotations["berth.dev/placement"]))
 
         async def recorder(p, evs):
             events.extend((p.key, e.reason, e.message) for e in evs)
@@ -32,9 +37,10 @@ def serve():
             offline=default_pipeline(offline=True),
             binder=binder,
             recorder=recorder,
+            placement_events=placement_events,
         )
         client = TestClient(create_app(placer))
-        client.events, client.bound, client.cluster = events, bound, cluster
+        client.events, client.bound, client.cluster, client.records = events, bound, cluster, records
         return client
 
     return _serve
@@ -70,8 +76,8 @@ def _schedule(client, pod_obj, names):
     return chosen, result
 
 
-def test_filter_answers_in_the_wire_shape_with_reasons_split_by_whether_preemption_can_help(serve):
-    client = serve(
+def _tagged_cluster(serve):
+    return serve(
         node("free"),
         node("busy"),
         node("lonely"),
@@ -79,13 +85,33 @@ def test_filter_answers_in_the_wire_shape_with_reasons_split_by_whether_preempti
         pod("db", node="free", tags=["db"]),
         pod("db2", node="busy", tags=["db"]),
     )
-    new = pod("p", affinity={"require_with_tag": ["db"], "require_without_tag": ["batch"]}, uid="u1")
+
+
+NEEDS_DB = {"require_with_tag": ["db"], "require_without_tag": ["batch"]}
+
+
+def test_filter_answers_with_the_one_node_berth_chose_and_no_failure_map(serve):
+    client = _tagged_cluster(serve)
+    new = pod("p", affinity=NEEDS_DB, uid="u1")
     response = client.post("/filter", json=_args(new, ["free", "busy", "lonely"]))
     assert response.status_code == 200
-    ns, batch, db = "namespace default on the node", '["batch"]', '["db"]'
     assert response.json() == {
         "Nodes": None,
         "NodeNames": ["free"],
+        "FailedNodes": None,
+        "FailedAndUnresolvableNodes": None,
+        "Error": "",
+    }
+
+
+def test_when_nothing_fits_filter_splits_the_reasons_by_whether_preemption_can_help(serve):
+    client = _tagged_cluster(serve)
+    new = pod("p", affinity=NEEDS_DB, uid="u1")
+    response = client.post("/filter", json=_args(new, ["busy", "lonely"]))
+    ns, batch, db = "namespace default on the node", '["batch"]', '["db"]'
+    assert response.json() == {
+        "Nodes": None,
+        "NodeNames": [],
         "FailedNodes": {
             "busy": f"tags/require_without_tag: a pod of {ns} carries an excluded tag of {batch}"
         },
@@ -103,16 +129,17 @@ def test_full_node_objects_are_accepted_when_the_scheduler_is_not_node_cache_cap
         "Nodes": {"metadata": {}, "items": [node("n1"), node("n2")]},
         "NodeNames": None,
     }
-    assert client.post("/filter", json=body).json()["NodeNames"] == ["n1", "n2"]
+    names = client.post("/filter", json=body).json()["NodeNames"]
+    assert len(names) == 1 and names[0] in ("n1", "n2")
 
 
-def test_set_aside_nodes_are_failed_with_a_set_aside_reason(serve):
+def test_a_preference_decides_at_filter(serve):
     client = serve(node("n1"), node("n2"), pod("c", node="n2", tags=["cache"]))
     result = client.post(
         "/filter", json=_args(pod("p", affinity={"prefer_with_tag": ["cache"]}, uid="u"), ["n1", "n2"])
     )
     assert result.json()["NodeNames"] == ["n2"]
-    assert result.json()["FailedNodes"]["n1"].startswith("set aside: tags/tag-affinity")
+    assert result.json()["FailedNodes"] is None
 
 
 def test_prioritize_gives_the_maximum_to_the_node_berth_chose(serve):
@@ -161,26 +188,111 @@ def test_a_deprecated_weighted_affinity_gets_one_warning_event(serve):
     assert '{"prefer_without_tag": ["web"]}' in warnings[0][2]
 
 
-def test_bind_records_one_placement_event_with_score_margin_and_candidates(serve):
-    client = serve(node("n1"), node("n2"), pod("c", node="n2", tags=["cache"]))
+def test_bind_puts_the_placement_record_on_the_binding_and_writes_no_event_by_default(serve):
+    # The default chain's scorers favour the node with the most unreserved memory.
+    client = serve(node("small", memory="8Gi"), node("big", memory="64Gi"), node("mid", memory="16Gi"))
+    chosen, _ = _schedule(client, pod("p", uid="u"), ["small", "big", "mid"])
+    assert chosen == "big"
+    assert client.bound == [("default/p", "big")]
+    (record,) = client.records
+    placer = client.app.state.placer
+    assert record["node"] == "big"
+    assert [name for name, _ in record["top"]] == ["big", "mid", "small"]
+    assert record["score"] == record["top"][0][1]
+    assert record["margin"] == round(record["top"][0][1] - record["top"][1][1], 6) > 0
+    assert record["feasible"] == 3 and record["noChoice"] is False
+    assert record["seed"] == seed_for(pod_from_k8s(pod("p", uid="u")))
+    assert record["chain"] == placer.online.digest and len(record["chain"]) == 12
+    assert [e for e in client.events if e[1] in ("Placed", "HadNoChoice", "FinalCandidates")] == []
+
+
+def test_a_preference_with_one_finalist_records_no_margin(serve):
+    client = serve(node("n1"), node("n2"), node("n3"), pod("c", node="n2", tags=["cache"]))
+    chosen, _ = _schedule(
+        client, pod("p", affinity={"prefer_with_tag": ["cache"]}, uid="u"), ["n1", "n2", "n3"]
+    )
+    assert chosen == "n2"
+    (record,) = client.records
+    assert record["top"] == [["n2", 1]] and "margin" not in record and record["feasible"] == 3
+
+
+def test_the_placement_events_asked_for_are_written_at_bind(serve):
+    client = serve(
+        node("n1"),
+        node("n2"),
+        pod("c", node="n2", tags=["cache"]),
+        placement_events=("Placed", "HighestAffinity", "HadNoChoice"),
+    )
     chosen, _ = _schedule(client, pod("p", affinity={"prefer_with_tag": ["cache"]}, uid="u"), ["n1", "n2"])
     assert chosen == "n2"
-    assert client.bound == [("default/p", "n2")]
-    placed = [e for e in client.events if e[1] in ("Placed", "HadNoChoice")]
-    # n1 was only set aside by the preference: the pod had a choice, and the event says how it was made.
-    assert len(placed) == 1 and placed[0][1] == "Placed"
-    assert placed[0][2].startswith("placed on n2 with score 1")
-    assert "schedule have highest affinity: +1 on n2" in placed[0][2]
+    placed = [e for e in client.events if e[1] in ("Placed", "HighestAffinity", "FinalCandidates")]
+    assert [e[1] for e in placed] == ["HighestAffinity", "Placed"]
+    assert placed[1][2].startswith("placed on n2 with score 1") and "seed" in placed[1][2]
+    assert "+1 on n2" in placed[0][2]
 
 
 def test_bind_records_had_no_choice_when_one_node_passed_the_hard_filters(serve):
-    client = serve(node("n1"), node("n2"), pod("b", node="n1", tags=["batch"]))
+    client = serve(
+        node("n1"),
+        node("n2"),
+        pod("b", node="n1", tags=["batch"]),
+        placement_events=("Placed", "HadNoChoice"),
+    )
     new = pod("p", affinity={"require_without_tag": ["batch"], "prefer_with_tag": ["x"]}, uid="u")
     chosen, _ = _schedule(client, new, ["n1", "n2"])
     assert chosen == "n2"
     placed = [e for e in client.events if e[1] in ("Placed", "HadNoChoice")]
     assert [e[1] for e in placed] == ["HadNoChoice"]
     assert "without consulting preferences" in placed[0][2]
+    assert client.records[0]["noChoice"] is True and client.records[0]["feasible"] == 1
+
+
+def _bind(client, name, uid, node_name):
+    body = {"PodName": name, "PodNamespace": "default", "PodUID": uid, "Node": node_name}
+    return client.post("/bind", json=body).json()
+
+
+def test_bind_confirms_without_deciding_again_when_nothing_the_decision_read_has_changed(serve):
+    client = serve(node("n1"), node("n2"))
+    new = pod("p", tags=["web"], affinity={"require_without_tag": ["web"]}, uid="u")
+    (chosen,) = client.post("/filter", json=_args(new, ["n1", "n2"])).json()["NodeNames"]
+    other = "n1" if chosen == "n2" else "n2"
+    # A pod placed on the other node meanwhile does not concern this decision.
+    client.cluster.view.add_pod(pod_from_k8s(pod("x", node=other, tags=["web"], uid="ux")))
+    assert _bind(client, "p", "u", chosen) == {"Error": ""}
+    assert client.app.state.placer.fast_binds == 1
+
+
+def test_bind_decides_again_and_refuses_when_the_chosen_node_changed_since_filter(serve):
+    client = serve(node("n1"), node("n2"))
+    new = pod("p", tags=["web"], affinity={"require_without_tag": ["web"]}, uid="u")
+    (chosen,) = client.post("/filter", json=_args(new, ["n1", "n2"])).json()["NodeNames"]
+    # Another pod of the group lands on the chosen node between filter and bind (a scheduler restart,
+    # a second scheduler): the node no longer fits and is never bound.
+    client.cluster.view.add_pod(pod_from_k8s(pod("x", node=chosen, tags=["web"], uid="ux")))
+    error = _bind(client, "p", "u", chosen)["Error"]
+    assert error.startswith(f"berth: {chosen} no longer fits default/p: ")
+    assert "require_without_tag" in error
+    assert client.bound == []
+    assert client.app.state.placer.fast_binds == 0
+
+
+def test_bind_decides_again_when_a_policy_changed_since_filter(serve):
+    client = serve(node("n1"), node("n2"))
+    labels = {"app.kubernetes.io/name": "web"}
+    new = pod("p", labels=labels, uid="u")
+    (chosen,) = client.post("/filter", json=_args(new, ["n1", "n2"])).json()["NodeNames"]
+    client.cluster.view.upsert_policy(
+        {
+            "metadata": {"name": "pin", "namespace": "default", "generation": 1},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "policy": {"type": "RULE_BASED", "rule": 'ctx.allocation.node.hostname == "nowhere"'},
+            },
+        }
+    )
+    assert "no longer fits" in _bind(client, "p", "u", chosen)["Error"]
+    assert client.app.state.placer.fast_binds == 0
 
 
 @pytest.mark.parametrize(
@@ -254,7 +366,7 @@ def test_while_the_cache_is_not_synced_filter_and_bind_fail_closed_and_readyz_sa
 def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surely_refused_it(serve):
     client = serve(node("n1"), node("n2"))
 
-    async def broken_binder(pod_, node_):
+    async def broken_binder(pod_, node_, annotations):
         raise RuntimeError("connection reset")
 
     client.app.state.placer.binder = broken_binder
@@ -270,7 +382,7 @@ def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surel
     # The outcome is unknown (the binding may have been stored): the pod keeps counting on its node.
     assert client.cluster.view.pod("default/p").node_name != ""
 
-    async def refusing_binder(pod_, node_):
+    async def refusing_binder(pod_, node_, annotations):
         raise ApiError("POST binding: 404 pods not found", status=404)
 
     client.app.state.placer.binder = refusing_binder

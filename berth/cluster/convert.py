@@ -127,7 +127,9 @@ def _shared_items(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     return dict(items)
 
 
-def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default") -> Pod:
+def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", record: bool = True) -> Pod:
+    """A pod as berth reads it; `record=False` leaves out its placement record (the live cache, which
+    never reads it, keeps memory per pod small and annotation maps shared)."""
     meta = obj.get("metadata") or {}
     name = meta.get("name") or meta.get("generateName") or ""
     if not name:
@@ -137,6 +139,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default") -> 
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     annotations = _berth_annotations(meta, source)
+    placement = annotations.pop(ann.PLACEMENT_RECORD, "")
     requests, limits = pod_requests(spec, source)
     node_affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
@@ -165,6 +168,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default") -> 
         ),
         required_node_affinity=node_affinity or None,
         creation=meta.get("creationTimestamp", "") or "",
+        record=placement if record else "",
     )
 
 

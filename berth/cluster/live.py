@@ -254,7 +254,7 @@ class LiveCluster:
 
     def _apply_pod(self, obj: dict[str, Any]) -> None:
         try:
-            pod = pod_from_k8s(obj)
+            pod = pod_from_k8s(obj, record=False)
         except BerthError as exc:
             log.warning("ignoring pod %s: %s", _meta_key(obj), exc.message)
             return

@@ -80,6 +80,8 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     # spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, as written.
     required_node_affinity: dict | None = None
     creation: str = ""
+    # The berth.dev/placement record berth wrote at binding (not kept by the extender's live cache).
+    record: str = ""
 
     @property
     def key(self) -> str:

@@ -43,6 +43,9 @@ class NodeState:
     limited: Counter = field(default_factory=Counter)
     # pods whose limits set no cpu: the allocator's "uncapped" instances (capness, min-cpu)
     uncapped: int = 0
+    # bumped by every change of the node record or of the pods on it: a decision about this node made
+    # at one generation still holds at the same generation (the extender's bind relies on it)
+    generation: int = 0
 
     def _count(self, pod: Pod, sign: int) -> None:
         if pod.tags:
@@ -66,11 +69,13 @@ class NodeState:
     def add(self, pod: Pod, key: str | None = None) -> None:
         self.pods[key or pod.key] = pod
         self._count(pod, +1)
+        self.generation += 1
 
     def remove(self, key: str) -> Pod | None:
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._count(pod, -1)
+            self.generation += 1
         return pod
 
     def tag_count(self, namespace: str, tag: str) -> int:
@@ -155,6 +160,7 @@ class ClusterView:
         self._sorted_names: list[str] | None = None
         self.generation = 0
         self.node_generation = 0
+        self.policy_generation = 0  # bumped when a PlacementPolicy's compiled form changes
         for node in nodes:
             self.upsert_node(node)
         for pod in pods:
@@ -277,6 +283,7 @@ class ClusterView:
         self._nodes_changed(node.name)
         if state is not None:
             state.node = node
+            state.generation += 1
             return
         self._sorted_names = None
         state = NodeState(node=node)
@@ -408,6 +415,8 @@ class ClusterView:
         current = self.policy(meta.get("namespace") or "default", meta.get("name") or "")
         compiled = reload_policy(current, obj)
         self.generation += 1
+        if compiled is not current:
+            self.policy_generation += 1
         self._policies.setdefault(compiled.namespace, {})[compiled.name] = compiled
         return compiled
 
@@ -418,12 +427,14 @@ class ClusterView:
             del self._policies[namespace]
         if removed is not None:
             self.generation += 1
+            self.policy_generation += 1
         return removed
 
     def override_policies(self, policies: Sequence[CompiledPolicy] | None) -> None:
         """Make `policies` govern every pod regardless of selectors and annotations (None: back to
         the policies of the view), as `berth simulate --policy` does."""
         self.generation += 1
+        self.policy_generation += 1
         self._override = tuple(policies) if policies is not None else None
 
 

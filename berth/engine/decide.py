@@ -16,7 +16,16 @@ from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
 from berth.engine.ledger import Candidates, Ledger, shared_reason
 from berth.engine.step import PodContext, Step
-from berth.engine.types import Decision, ErrorInfo, Event, Kind, NodeResult, Reason, StepTrace
+from berth.engine.types import (
+    Decision,
+    ErrorInfo,
+    Event,
+    Kind,
+    NodeResult,
+    PlacementSummary,
+    Reason,
+    StepTrace,
+)
 from berth.errors import SpecError
 
 UNKNOWN_NODE = "berth/cluster-view"
@@ -34,6 +43,8 @@ class Pipeline:
 
     chain: Member
     compile_pod: Callable[[Pod], Any]
+    # Names the chain and the configuration it was built from (a placement record carries it).
+    digest: str = ""
 
     def names(self) -> list[Any]:
         return describe(self.chain)
@@ -106,6 +117,7 @@ def decide(
     had_no_choice = feasible == 1
 
     if had_no_choice:
+        summary = PlacementSummary(score=best, margin=None, top=((chosen, best),), feasible=feasible)
         events.append(
             Event(
                 "Normal",
@@ -127,6 +139,12 @@ def decide(
             )
         )
         runner_up = next(((n, s) for n, s in ranked if n != chosen), None)
+        summary = PlacementSummary(
+            score=best,
+            margin=best - runner_up[1] if runner_up else None,
+            top=tuple(ranked[:TOP_CANDIDATES]),
+            feasible=feasible,
+        )
         margin = f", margin {_num(best - runner_up[1])} over {runner_up[0]}" if runner_up else ""
         tie = f"; tie among {len(tied)} broken by seed {seed}" if len(tied) > 1 else ""
         events.append(Event("Normal", "Placed", f"placed on {chosen} with score {_num(best)}{margin}{tie}"))
@@ -140,6 +158,7 @@ def decide(
         seed=seed,
         had_no_choice=had_no_choice,
         ledger=ledger,
+        summary=summary,
     )
 
 

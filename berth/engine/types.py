@@ -204,6 +204,18 @@ class StepTrace:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class PlacementSummary:
+    """The numbers of a placement, for the record the extender puts on the pod: the chosen node's
+    score, its margin over the runner-up (None without one), the top candidates with their scores,
+    and how many nodes were feasible."""
+
+    score: float
+    margin: float | None
+    top: tuple[tuple[str, float], ...]
+    feasible: int
+
+
 class Decision:
     """The engine's one answer for one pod (DESIGN.md, principle 1).
 
@@ -223,6 +235,7 @@ class Decision:
         "had_no_choice",
         "pod",
         "seed",
+        "summary",
     )
 
     def __init__(
@@ -238,7 +251,9 @@ class Decision:
         had_no_choice: bool = False,
         *,
         ledger: Ledger | None = None,
+        summary: PlacementSummary | None = None,
     ) -> None:
+        self.summary = summary
         self.pod = pod
         self.chosen = chosen
         self.error = error

@@ -1,10 +1,11 @@
 """What the extender's verbs do, free of HTTP: filter, prioritize, bind, simulate.
 
 kube-scheduler calls filter, then (with more than one node left) prioritize, then bind, one pod at a
-time; the binding itself runs asynchronously in the scheduler. So that the next pod of a burst sees
-this one, berth reserves the pod on its node as soon as it knows the node: at filter when one node is
-left, at prioritize otherwise (the scheduler configuration leaves scoring to berth, so the node berth
-ranks first is the node the scheduler picks), and confirms it at bind.
+time; the binding itself runs asynchronously in the scheduler. berth decides once, at filter: it
+answers with the one node it chose, so the scheduler skips scoring, and reserves the pod there at once
+so that the next pod of a burst sees it. bind then only checks that nothing the decision read has
+changed since (the node and its pods, the PlacementPolicies, the pod itself) and decides again, for
+that node alone, only when something has. prioritize stays correct for configurations that call it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import logging
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
@@ -29,6 +31,10 @@ from berth.extender import wire
 log = logging.getLogger("berth.extender")
 
 DECISION_CACHE = 10_000
+# The events a placed pod can get (`berth serve --placement-events`); refusals and invalid
+# specifications are always recorded.
+PLACEMENT_EVENTS = ("Placed", "HadNoChoice", "FinalCandidates", "HighestAffinity")
+RECORD_ANNOTATION = "berth.dev/placement"
 NOT_READY = "berth: the cluster cache is not synced yet; the pod will be retried"
 REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
 
@@ -41,8 +47,20 @@ class Cluster(Protocol):
     def release(self, pod: Pod) -> None: ...
 
 
-Binder = Callable[[Pod, str], Awaitable[None]]
+Binder = Callable[[Pod, str, dict[str, str]], Awaitable[None]]  # pod, node, annotations for the pod
 Recorder = Callable[[Pod, list[Event]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Remembered:
+    """A decision and what it read: the view's generation of the chosen node after the reservation,
+    of the PlacementPolicies, and the view's record of the pod."""
+
+    pod: Pod
+    decision: Decision
+    node_generation: int = -1
+    policy_generation: int = -1
+    record: Pod | None = None
 
 
 def seed_for(pod: Pod) -> int:
@@ -61,6 +79,8 @@ class Placer:
         binder: Binder,
         recorder: Recorder,
         observe: Callable[[str], None] = lambda outcome: None,
+        placement_events: Iterable[str] = (),
+        digest: str = "",
     ) -> None:
         self.cluster = cluster
         self.online = online
@@ -68,29 +88,54 @@ class Placer:
         self.binder = binder
         self.recorder = recorder
         self.observe = observe
-        self._decisions: OrderedDict[str, tuple[Pod, Decision]] = OrderedDict()
+        self.placement_events = frozenset(placement_events)
+        self.digest = digest or online.digest
+        self._decisions: OrderedDict[str, Remembered] = OrderedDict()
+        self.fast_binds = 0  # binds confirmed without deciding again (nothing had changed)
         self._refusals: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
 
     # -- bookkeeping ----------------------------------------------------------------------------
-    def _remember(self, pod: Pod, decision: Decision) -> None:
+    def _remember(self, pod: Pod, decision: Decision) -> Remembered:
         key = pod.uid or pod.key
-        self._decisions[key] = (pod, decision)
+        remembered = self._decisions[key] = Remembered(pod, decision)
         self._decisions.move_to_end(key)
         while len(self._decisions) > DECISION_CACHE:
             self._decisions.popitem(last=False)
+        return remembered
 
-    def _recall(self, uid: str, key: str) -> tuple[Pod, Decision] | None:
+    def _recall(self, uid: str, key: str) -> Remembered | None:
         return self._decisions.get(uid or key)
 
-    def _decide(self, pod: Pod, names: list[str]) -> Decision:
+    def _stamp(self, remembered: Remembered, node: str) -> None:
+        view = self.cluster.view
+        state = view.state(node)
+        remembered.node_generation = state.generation if state is not None else -1
+        remembered.policy_generation = view.policy_generation
+        remembered.record = view.pod(remembered.pod.key)
+
+    def _unchanged(self, remembered: Remembered, node: str) -> bool:
+        """Nothing the decision read about `node` has changed since it was made. A pod governed by a
+        rule that reads the whole cluster (ctx.session of a RULE_BASED policy) is always checked again."""
+        view = self.cluster.view
+        if remembered.decision.chosen != node or remembered.record is None:
+            return False
+        state = view.state(node)
+        if state is None or state.generation != remembered.node_generation:
+            return False
+        if view.policy_generation != remembered.policy_generation:
+            return False
+        if view.pod(remembered.pod.key) is not remembered.record:
+            return False
+        return not any(p.reads_session for p in view.policies_for(remembered.pod))
+
+    def _decide(self, pod: Pod, names: list[str]) -> Remembered:
         decision = decide(pod, self.cluster.view, self.online, candidates=names, seed=seed_for(pod))
-        self._remember(pod, decision)
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
         )
         self.observe(outcome)
-        return decision
+        return self._remember(pod, decision)
 
     async def _warn_once(self, pod: Pod, decision: Decision) -> None:
         refusals = ("FailedPlacement", "InvalidPlacementSpec")  # recorded by _refused, rate-limited
@@ -126,7 +171,8 @@ class Placer:
             return wire.ExtenderFilterResult(
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(names, reason)
             )
-        decision = self._decide(pod, names)
+        remembered = self._decide(pod, names)
+        decision = remembered.decision
         await self._warn_once(pod, decision)
         if decision.error is not None and decision.error.code == 400:
             await self._refused(pod, decision)
@@ -134,15 +180,17 @@ class Placer:
             return wire.ExtenderFilterResult(
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(names, reason)
             )
-
-        keep = decision.candidate_names()
+        if decision.chosen is not None:
+            # Decided: the one node, no failure map. The scheduler skips scoring with one node left.
+            self.cluster.reserve(pod, decision.chosen)
+            self._stamp(remembered, decision.chosen)
+            return wire.ExtenderFilterResult(node_names=[decision.chosen])
+        # Nothing fits: the reasons per node, for the scheduler's "0/N nodes are available" message
+        # and for preemption (nodes in FailedAndUnresolvableNodes are never preempted on).
         failed, unresolvable = decision.failure_texts()
-        if len(keep) == 1:
-            self.cluster.reserve(pod, keep[0])
-        if not keep:
-            await self._refused(pod, decision)
+        await self._refused(pod, decision)
         return wire.ExtenderFilterResult(
-            node_names=keep, failed_nodes=failed or None, failed_and_unresolvable_nodes=unresolvable or None
+            node_names=[], failed_nodes=failed or None, failed_and_unresolvable_nodes=unresolvable or None
         )
 
     async def prioritize(self, args: wire.ExtenderArgs) -> list[wire.HostPriority]:
@@ -152,13 +200,15 @@ class Placer:
         except BerthError:
             return [wire.HostPriority(host=n, score=0) for n in names]
         remembered = self._recall(pod.uid, pod.key)
-        if remembered and set(remembered[1].candidate_names()) == set(names):
-            decision = remembered[1]
-        else:
-            decision = self._decide(pod, names)
+        if remembered is None or not (
+            set(names) <= set(remembered.decision.candidate_names()) and remembered.decision.chosen in names
+        ):
+            remembered = self._decide(pod, names)
+        decision = remembered.decision
         priorities = to_priorities(decision, names)
         if decision.chosen:
             self.cluster.reserve(pod, decision.chosen)
+            self._stamp(remembered, decision.chosen)
         return priorities
 
     async def bind(self, args: wire.ExtenderBindingArgs) -> wire.ExtenderBindingResult:
@@ -166,31 +216,42 @@ class Placer:
         if not self.cluster.ready():
             return wire.ExtenderBindingResult(error=NOT_READY)
         remembered = self._recall(args.pod_uid, key)
-        pod = remembered[0] if remembered else self.cluster.view.pod(key)
+        pod = remembered.pod if remembered else self.cluster.view.pod(key)
         if pod is None:
             # Nothing to check the rules against: refuse, and the scheduler tries again later.
             return wire.ExtenderBindingResult(error=f"berth: {key} is not in berth's cluster view yet")
-        # The last check, against the view as it is now: whatever happened since filter (an extender
-        # restart, a placement that raced this one), a node that no longer fits is never bound.
-        check = decide(pod, self.cluster.view, self.online, candidates=[args.node], seed=seed_for(pod))
-        if check.error is not None:
-            self.cluster.release(pod)
-            return wire.ExtenderBindingResult(
-                error=f"berth: {args.node} no longer fits {key}: {check.error.message}"
-            )
+        if remembered is not None and self._unchanged(remembered, args.node):
+            self.fast_binds += 1
+            decision = remembered.decision
+        else:
+            # Something the decision read has changed (a placement that raced this one, an extender
+            # restart, a policy edit): decide again for this node alone. A node that no longer fits
+            # is never bound.
+            check = decide(pod, self.cluster.view, self.online, candidates=[args.node], seed=seed_for(pod))
+            if check.error is not None:
+                self.cluster.release(pod)
+                return wire.ExtenderBindingResult(
+                    error=f"berth: {args.node} no longer fits {key}: {check.error.message}"
+                )
+            decision = remembered.decision if remembered else check
         try:
-            await self.binder(pod, args.node)
+            await self.binder(
+                pod, args.node, {RECORD_ANNOTATION: placement_record(decision, args.node, self.digest)}
+            )
         except Exception as exc:
             if refused_for_sure(exc):
                 self.cluster.release(pod)
             # Otherwise the API server may have stored the binding before the answer was lost (a
             # reset, a timeout, a 5xx): keep counting the pod on the node until the watch shows where
-            # it really is, or the reservation lapses. Releasing it could let the next pod share the node.
+            # it really is, or the API server says it is not bound. Releasing it could let the next
+            # pod share the node.
             detail = exc.message if isinstance(exc, BerthError) else f"{type(exc).__name__}: {exc}"
             return wire.ExtenderBindingResult(error=f"berth: binding {key} to {args.node} failed: {detail}")
         self.cluster.reserve(pod, args.node)
-        if remembered:
-            await self.recorder(pod, [placement_event(remembered[1], args.node)])
+        if self.placement_events:
+            events = placement_events(decision, args.node, self.placement_events)
+            if events:
+                await self.recorder(pod, events)
         return wire.ExtenderBindingResult()
 
     def simulate(self, pod_obj: dict[str, Any], *, seed: int | None = None) -> Decision:
@@ -231,21 +292,49 @@ def to_priorities(decision: Decision, names: list[str]) -> list[wire.HostPriorit
     return out
 
 
-def placement_event(decision: Decision, node: str) -> Event:
-    """The one event a placed pod gets: the node, its score and margin and the top candidates, or
-    that it had no choice."""
-    by_reason = {e.reason: e for e in decision.events}
+def placement_events(decision: Decision, node: str, wanted: frozenset[str]) -> list[Event]:
+    """The events of a placed pod that `berth serve --placement-events` asks for."""
     if node != decision.chosen:
-        return Event(
-            "Normal", "Placed", f"placed on {node} by the scheduler; berth ranked {decision.chosen} first"
-        )
-    if decision.had_no_choice:
-        return by_reason["HadNoChoice"]
-    parts = [by_reason["Placed"].message, f"seed {decision.seed}"]
-    for reason in ("FinalCandidates", "HighestAffinity"):
-        if reason in by_reason:
-            parts.append(by_reason[reason].message)
-    return Event("Normal", "Placed", "; ".join(parts))
+        if "Placed" not in wanted:
+            return []
+        message = f"placed on {node} by the scheduler; berth ranked {decision.chosen} first"
+        return [Event("Normal", "Placed", message)]
+    out = []
+    for event in decision.events:
+        if event.reason not in wanted:
+            continue
+        if event.reason == "Placed":
+            event = Event(event.type, event.reason, f"{event.message}; seed {decision.seed}")
+        out.append(event)
+    return out
+
+
+def placement_record(decision: Decision, node: str, digest: str) -> str:
+    """The `berth.dev/placement` annotation, compact JSON: the node, its score, the margin to the
+    runner-up, the top candidates with their scores, how many nodes were feasible, whether it had no
+    choice, the seed, and the digest of the chain and configuration that decided."""
+    summary = decision.summary
+    record: dict[str, Any] = {"node": node}
+    if summary is not None and node == decision.chosen:
+        record["score"] = _round(summary.score)
+        if summary.margin is not None:
+            record["margin"] = _round(summary.margin)
+        record["top"] = [[name, _round(score)] for name, score in summary.top]
+        record["feasible"] = summary.feasible
+    elif node != decision.chosen:
+        record["ranked"] = decision.chosen  # the scheduler bound another node than berth's first
+    record["noChoice"] = decision.had_no_choice
+    record["seed"] = decision.seed
+    record["chain"] = digest
+    return RECORD_ENCODER.encode(record).decode()
+
+
+RECORD_ENCODER = msgspec.json.Encoder()
+
+
+def _round(value: float) -> float | int:
+    rounded = round(value, 6)
+    return int(rounded) if rounded == int(rounded) else rounded
 
 
 def pod_with_node(pod: Pod, node: str) -> Pod:

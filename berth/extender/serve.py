@@ -46,7 +46,7 @@ class SnapshotCluster:
             self.view.add_pod(msgspec.structs.replace(current, node_name=""))
 
 
-async def _no_binding(pod: Pod, node: str) -> None:
+async def _no_binding(pod: Pod, node: str, annotations: dict[str, str]) -> None:
     return None
 
 
@@ -56,7 +56,9 @@ async def _log_events(pod: Pod, events: list[Event]) -> None:
 
 
 def api_binder(client: KubeClient):
-    async def bind(pod: Pod, node: str) -> None:
+    async def bind(pod: Pod, node: str, annotations: dict[str, str]) -> None:
+        # kube-apiserver copies a Binding's annotations onto the pod in the same write: the placement
+        # record costs no API call of its own.
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -64,6 +66,7 @@ def api_binder(client: KubeClient):
                 "name": pod.name,
                 "namespace": pod.namespace,
                 **({"uid": pod.uid} if pod.uid else {}),
+                **({"annotations": annotations} if annotations else {}),
             },
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
@@ -126,6 +129,7 @@ def serve(
     keyfile: str | None = None,
     log_level: str = "info",
     reservation_seconds: float = RESERVATION_SECONDS,
+    placement_events: tuple[str, ...] = (),
 ) -> None:
     async def main() -> None:
         live: LiveCluster | None = None
@@ -134,12 +138,24 @@ def serve(
             # The snapshot is long-lived: keep it out of every later collection, as the live cache does.
             gc.collect()
             gc.freeze()
-            placer = Placer(cluster, online=online, offline=offline, binder=_no_binding, recorder=_log_events)
+            placer = Placer(
+                cluster,
+                online=online,
+                offline=offline,
+                binder=_no_binding,
+                recorder=_log_events,
+                placement_events=placement_events,
+            )
         else:
             client = KubeClient(load_credentials(kubeconfig))
             live = LiveCluster(client, reservation_seconds=reservation_seconds)
             placer = Placer(
-                live, online=online, offline=offline, binder=api_binder(client), recorder=api_recorder(client)
+                live,
+                online=online,
+                offline=offline,
+                binder=api_binder(client),
+                recorder=api_recorder(client),
+                placement_events=placement_events,
             )
             await live.start()
         app = create_app(placer)

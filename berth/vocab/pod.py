@@ -55,7 +55,8 @@ def check_annotations(
         problems.append(f"annotation {ann.PLACEMENT_POLICY}: {problem}")
     warnings = list(tags.warnings)
     for key in annotations:
-        if key.startswith(ann.PREFIX) and key not in ann.POD_ANNOTATIONS and key not in ALLOC_ANNOTATIONS:
+        known = key in ann.POD_ANNOTATIONS or key in ALLOC_ANNOTATIONS or key == ann.PLACEMENT_RECORD
+        if key.startswith(ann.PREFIX) and not known:
             warnings.append(
                 Event(
                     "Warning",
