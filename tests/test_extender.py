@@ -391,3 +391,29 @@ def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surel
     )
     assert "404 pods not found" in response.json()["Error"]
     assert client.cluster.view.pod("default/p").node_name == ""  # refused for sure: released
+
+
+def test_a_pod_filtered_again_moves_its_reservation_and_is_never_counted_twice(serve):
+    # A scheduler restarted between filter and bind filters the pod again.
+    client = serve(node("n1"), node("n2"), node("n3"))
+    new = pod("p", tags=["web"], uid="u")
+    (first,) = client.post("/filter", json=_args(new, ["n1", "n2", "n3"])).json()["NodeNames"]
+    others = [n for n in ("n1", "n2", "n3") if n != first]
+    (second,) = client.post("/filter", json=_args(new, others)).json()["NodeNames"]
+    view = client.cluster.view
+    assert [view.state(n).tag_count("default", "web") for n in ("n1", "n2", "n3")].count(1) == 1
+    assert view.state(second).tag_count("default", "web") == 1
+    assert _bind(client, "p", "u", second) == {"Error": ""}
+    assert client.bound == [("default/p", second)]
+
+
+def test_a_filter_whose_pod_never_reaches_bind_holds_its_node_only_until_released(serve):
+    # The scheduler gave up on the pod after filter (it failed in a later plugin): the reservation
+    # holds until the bind check or the API server says otherwise (tests/test_live_reservations.py).
+    client = serve(node("n1"))
+    new = pod("p", tags=["web"], affinity={"require_without_tag": ["web"]}, uid="u")
+    assert client.post("/filter", json=_args(new, ["n1"])).json()["NodeNames"] == ["n1"]
+    other = pod("q", tags=["web"], affinity={"require_without_tag": ["web"]}, uid="uq")
+    assert client.post("/filter", json=_args(other, ["n1"])).json()["NodeNames"] == []
+    client.cluster.release(pod_from_k8s(new))
+    assert client.post("/filter", json=_args(other, ["n1"])).json()["NodeNames"] == ["n1"]
