@@ -1,9 +1,10 @@
 """The extender's HTTP surface: POST /filter /prioritize /bind /preempt /simulate, GET /healthz
 /readyz /metrics.
 
-The hot verbs read the raw body and decode it straight into the wire types with msgspec; a body that
-does not decode is a 400 at once. Everything else is plain FastAPI, so /simulate is in the OpenAPI
-schema.
+The hot verbs (filter, prioritize, bind, preempt) are answered by a plain ASGI front, `HotVerbs`, before
+any framework code runs: the raw body is decoded straight into the wire types with msgspec and the
+answer encoded straight back; a body that does not decode is a 400 at once. Everything else is plain
+FastAPI, where the hot verbs are also declared so the OpenAPI document describes them.
 """
 
 from __future__ import annotations
@@ -75,49 +76,105 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
-def _wire(body: Any) -> Response:
-    return Response(wire.ENCODER.encode(body), media_type="application/json")
+class Verbs:
+    """The hot verbs free of any framework: a body in, a status and a body out."""
+
+    def __init__(self, placer: Placer, metrics: Metrics) -> None:
+        self.placer = placer
+        self.metrics = metrics
+
+    async def answer(self, verb: str, body: bytes) -> tuple[int, bytes]:
+        start = time.perf_counter()
+        try:
+            try:
+                args = _decoders[verb].decode(body)
+            except msgspec.DecodeError as exc:
+                return 400, orjson.dumps({"error": f"{verb}: {exc}"})
+            placer = self.placer
+            if verb == "filter":
+                return 200, wire.ENCODER.encode(await placer.filter(args))
+            if verb == "prioritize":
+                return 200, wire.ENCODER.encode(await placer.prioritize(args))
+            if verb == "bind":
+                return 200, wire.ENCODER.encode(await placer.bind(args))
+            # berth never proposes victims: every candidate node keeps the victims the scheduler chose.
+            result = wire.ExtenderPreemptionResult(node_name_to_meta_victims=args.node_name_to_meta_victims)
+            return 200, wire.ENCODER.encode(result)
+        except Exception as exc:  # a bug must cost one attempt, never the scheduler's connection
+            log.exception("%s failed", verb)
+            return 200, wire.ENCODER.encode(
+                _failed(verb, f"berth: {verb} failed: {type(exc).__name__}: {exc}")
+            )
+        finally:
+            self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
 
 
-def create_app(placer: Placer) -> FastAPI:
+TOO_LARGE = orjson.dumps({"error": f"body larger than {MAX_BODY_BYTES} bytes"})
+JSON_HEADERS = [(b"content-type", b"application/json")]
+HOT_PATHS = {f"/{verb}": verb for verb in _decoders}
+
+
+class HotVerbs:
+    """ASGI: POST /filter, /prioritize, /bind and /preempt answered here; everything else goes to `app`."""
+
+    def __init__(self, app: FastAPI, verbs: Verbs) -> None:
+        self.app = app
+        self.verbs = verbs
+        self.state = app.state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        verb = HOT_PATHS.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if verb is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(scope, receive)
+        status, answer = (400, TOO_LARGE) if body is None else await self.verbs.answer(verb, body)
+        headers = [*JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+
+async def _read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
+    """The request body, or None when it is larger than MAX_BODY_BYTES (refused from its
+    Content-Length before it is read, when it says)."""
+    for name, value in scope.get("headers") or ():
+        if name == b"content-length":
+            try:
+                if int(value) > MAX_BODY_BYTES:
+                    return None
+            except ValueError:
+                pass
+            break
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b""  # the client went away; any answer is dropped
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def create_app(placer: Placer) -> HotVerbs:
     app = FastAPI(title="berth extender", version=__version__)
     metrics = Metrics(placer)
     placer.observe = lambda outcome: metrics.decisions.labels(outcome).inc()
     app.state.placer = placer
     app.state.metrics = metrics
-
-    async def _decode(request: Request, verb: str) -> Any:
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            raise _BadRequest(f"body larger than {MAX_BODY_BYTES} bytes")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise _BadRequest(f"body larger than {MAX_BODY_BYTES} bytes")
-        try:
-            return _decoders[verb].decode(body)
-        except msgspec.DecodeError as exc:
-            raise _BadRequest(f"{verb}: {exc}") from exc
+    verbs = Verbs(placer, metrics)
 
     async def _verb(request: Request, verb: str) -> Response:
-        start = time.perf_counter()
-        try:
-            args = await _decode(request, verb)
-            if verb == "filter":
-                return _wire(await placer.filter(args))
-            if verb == "prioritize":
-                return _wire(await placer.prioritize(args))
-            if verb == "bind":
-                return _wire(await placer.bind(args))
-            # berth never proposes victims: every candidate node keeps the victims the scheduler chose.
-            return _wire(
-                wire.ExtenderPreemptionResult(node_name_to_meta_victims=args.node_name_to_meta_victims)
-            )
-        except _BadRequest as exc:
-            return _json({"error": exc.args[0]}, 400)
-        except Exception as exc:  # a bug must cost one attempt, never the scheduler's connection
-            log.exception("%s failed", verb)
-            return _wire(_failed(verb, f"berth: {verb} failed: {type(exc).__name__}: {exc}"))
-        finally:
-            metrics.latency.labels(verb).observe(time.perf_counter() - start)
+        # Reached only when the app is served without its HotVerbs front; the same answer either way.
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return Response(TOO_LARGE, status_code=400, media_type="application/json")
+        status, answer = await verbs.answer(verb, body)
+        return Response(answer, status_code=status, media_type="application/json")
 
     for verb, (schema, responses) in openapi.VERBS.items():
         app.add_api_route(
@@ -166,11 +223,7 @@ def create_app(placer: Placer) -> FastAPI:
     async def metrics_route() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    return app
-
-
-class _BadRequest(Exception):
-    pass
+    return HotVerbs(app, verbs)
 
 
 def _failed(verb: str, message: str) -> Any:
