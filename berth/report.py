@@ -10,9 +10,13 @@ nodes named, and a scorer shows its highest scores.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from berth.engine.types import Decision, NodeResult, StepTrace
 from berth.vocab.alloc.headroom import Headroom
+
+if TYPE_CHECKING:
+    from berth.audit import AuditReport
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12
@@ -136,4 +140,28 @@ def headroom_table(report: Headroom) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.append("(resources: unreserved / taken by one more pod)")
+    return "\n".join(lines)
+
+
+def audit_table(report: AuditReport) -> str:
+    """`berth audit` for people: one section per kind of finding, violations grouped by rule."""
+    if report.clean:
+        return f"clean: {report.checked} pod(s) checked, nothing found"
+    lines = [f"{report.findings()} finding(s) in {report.checked} pod(s) checked"]
+    if report.violations:
+        lines += ["", f"VIOLATIONS: the node the pod is on breaks a hard rule ({len(report.violations)})"]
+        for rule, found in report.by_rule().items():
+            lines.append(f"  {rule} ({len(found)})")
+            lines += [f"    {v.pod} on {v.node}: {v.reason}" for v in found]
+    if report.refused:
+        lines += ["", f"REFUSED ON RESCHEDULE: no node satisfies the pod now ({len(report.refused)})"]
+        for r in report.refused:
+            rules = ", ".join(r.rules) or "the chain"
+            lines.append(f"  {r.pod} on {r.node}, refused by {rules}: {r.message}")
+    if report.deprecated:
+        lines += ["", f"DEPRECATED: weighted affinity ({len(report.deprecated)})"]
+        lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.deprecated]
+    if report.invalid:
+        lines += ["", f"INVALID: the specification is refused ({len(report.invalid)})"]
+        lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.invalid]
     return "\n".join(lines)
