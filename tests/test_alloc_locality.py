@@ -33,7 +33,8 @@ def test_far_takes_precedence_over_near_when_the_hints_are_not_strict():
     assert decision.chosen == "n4"
     assert feasible(decision) == {"n1", "n2", "n3", "n4"}  # soft: only set aside
     assert str(decision.node("n1").reasons[0]) == (
-        "set aside: alloc/soft-filter-locality-hints: locality: the node hosts a pod for far db-0 (inst!=db-0)"
+        "set aside: alloc/soft-filter-locality-hints: locality: the node hosts a pod for "
+        "far db-0 (inst!=db-0)"
     )
 
 
@@ -82,7 +83,7 @@ def test_soft_far_is_ignored_when_it_would_leave_no_node():
         pytest.param("6f1d2f0e-0000-4000-8000-000000000001", "n1", id="a full uid"),
         pytest.param("6f1d2f0e-0000-4000-8000-00000000000", "n1", id="a uid prefix"),
         pytest.param(
-            "6f1d2f0e-0000-4000-8000-0000000000", None, id="a prefix matching two pods of the namespace is a 400"
+            "6f1d2f0e-0000-4000-8000-0000000000", None, id="a prefix matching two of the namespace is a 400"
         ),
     ],
 )

@@ -5,8 +5,9 @@ name (or `namespace/name` with the pod's own namespace), its uid, or a prefix of
 characters. Only the pods of the pod's own namespace are seen (the allocator counts only the owner's
 own instances): a target naming a pod of another namespace is as if that pod did not exist, so a pod
 cannot probe other namespaces. A target named both near and far is far only: the seed's "allocating
-a new VM far from other VMs take precedence over near VMs". `berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType,
-isSoft}`; key `instance` or `container` matches pod names in the pod's namespace (an exact value also
+a new VM far from other VMs take precedence over near VMs".
+
+`berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType, isSoft}`; key `instance` or `container` matches pod names in the pod's namespace (an exact value also
 matches a uid or uid prefix), any other key matches that pod label; `==` asks for a node that hosts at
 least one matching pod, `!=` for a node that hosts none.
 
