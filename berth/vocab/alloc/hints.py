@@ -7,9 +7,10 @@ own instances): a target naming a pod of another namespace is as if that pod did
 cannot probe other namespaces. A target named both near and far is far only: the seed's "allocating
 a new VM far from other VMs take precedence over near VMs".
 
-`berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType, isSoft}`; key `instance` or `container` matches pod names in the pod's namespace (an exact value also
-matches a uid or uid prefix), any other key matches that pod label; `==` asks for a node that hosts at
-least one matching pod, `!=` for a node that hosts none.
+`berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType, isSoft}`; key
+`instance` or `container` matches pod names in the pod's namespace (an exact value also matches a uid
+or uid prefix), any other key matches that label of the pods of the pod's namespace; `==` asks for a
+node that hosts at least one matching pod, `!=` for a node that hosts none.
 
 Both become hints, each strict or soft on its own: a rule's isSoft says which, the locality's `strict`
 covers all its targets. Resolving a hint against the cluster view yields the nodes hosting a matching
