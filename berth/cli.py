@@ -121,7 +121,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for obj in policies:
         # As `kubectl apply` would: added to its namespace, or in place of the policy of that name.
         snapshot.view.upsert_policy(obj)
-    report = audit(snapshot.view, build_pipeline(config, offline=False))
+    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=args.namespace or ())
     if args.output == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -368,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeatable)",
     )
     aud.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the what-if of another one")
+    aud.add_argument(
+        "-n", "--namespace", action="append", metavar="NAME", help="audit only this namespace (repeatable)"
+    )
     aud.add_argument("--output", choices=("table", "json"), default="table")
     aud.set_defaults(func=cmd_audit)
 

@@ -308,3 +308,19 @@ def test_an_invalid_policy_is_bad_input(tmp_path, capsys):
     bad = _write(tmp_path, "bad.yaml", policy("bad", {"type": "MAX_N_PER_HOST", "max": 0}, {APP: "web"}))
     assert main(["audit", "--cluster", cluster, "--policy", bad]) == 2
     assert "bad.yaml: PlacementPolicy shop/bad: spec.policy.max" in capsys.readouterr().err
+
+
+def test_namespace_limits_the_audit_to_the_pods_of_that_namespace(tmp_path, capsys):
+    broken = {"berth.dev/affinity": {"require_with_tag": ["gone"]}}
+    cluster = _write(
+        tmp_path,
+        "cluster.yaml",
+        k8s_list(
+            cn("n1"),
+            vm("a", namespace="shop", node="n1", annotations=broken),
+            vm("b", namespace="etl", node="n1", annotations=broken),
+        ),
+    )
+    assert main(["audit", "--cluster", cluster, "--namespace", "etl", "--output", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["checked"] == 1 and [r["pod"] for r in out["refusedOnReschedule"]] == ["etl/b"]
