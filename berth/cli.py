@@ -82,6 +82,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     raws, expanded = _replicas_in(args.pod, args.replicas)
     for i, raw in enumerate(raws):
         pod = pod_from_k8s(raw)
+        if expanded:
+            # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod does:
+            # the old one is no neighbour of it or of the replicas after it.
+            snapshot.view.remove_pod(pod.key)
         seed = None if args.seed is None else args.seed + i
         decision = decide(pod, snapshot.view, pipeline, seed=seed)
         decisions.append(decision)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from berth.cli import main
-from tests.builders import k8s_list, node
+from tests.builders import k8s_list, node, pod
 
 SPREAD = {"berth.dev/tags": '["web"]', "berth.dev/affinity": '{"require_without_tag": ["web"]}'}
 
@@ -100,3 +100,16 @@ def test_a_count_that_cannot_be_is_bad_input(tmp_path, capsys, args, message):
     cluster, pod = _files(tmp_path, workload)
     assert main(["simulate", "--cluster", cluster, "--pod", pod, *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_replica_stands_in_for_the_running_pod_of_its_name(tmp_path, capsys):
+    cluster = tmp_path / "cluster.yaml"
+    running = pod("web-1", namespace="shop", node="n1", annotations=SPREAD)
+    cluster.write_text(yaml.safe_dump(k8s_list(node("n1"), node("n2"), running)))
+    workload = tmp_path / "workload.yaml"
+    workload.write_text(yaml.safe_dump(_workload("StatefulSet", 2)))
+    code = main(["simulate", "--cluster", str(cluster), "--pod", str(workload), "--output", "json"])
+    out = _json(capsys)
+    # web-0 avoids n1 (web-1 runs there); the new web-1 replaces that pod, so n1 is free for it.
+    assert code == 0
+    assert [(d["pod"], d["chosen"]) for d in out["decisions"]] == [("shop/web-0", "n2"), ("shop/web-1", "n1")]
