@@ -122,19 +122,30 @@ class AuditReport:
         }
 
 
+IDENTITY = "alloc/identity"
+
+
 def hard_only(pipeline: Pipeline) -> Pipeline:
-    """The pipeline with only its hard steps, in the same `pipe`/`or` structure."""
-    chain = _keep(pipeline.chain, lambda name, phase: phase is Phase.HARD)
+    """The pipeline with only its hard steps, in the same `pipe`/`or` structure. An `or` with an
+    identity member never leaves fewer nodes than it was given, so it is left out too."""
+    chain = _keep(pipeline.chain, lambda name, phase: phase is Phase.HARD, drop_identity_or=True)
     return Pipeline(chain=chain or Pipe(()), compile_pod=pipeline.compile_pod)
 
 
-def _keep(member: Member, wanted: Any) -> Member | None:
+def _keep(member: Member, wanted: Any, *, drop_identity_or: bool = False) -> Member | None:
+    if isinstance(member, Or) and drop_identity_or and any(_is_identity(m) for m in member.members):
+        return None
     if isinstance(member, Pipe | Or):
-        kept = tuple(k for m in member.members if (k := _keep(m, wanted)) is not None)
+        found = (_keep(m, wanted, drop_identity_or=drop_identity_or) for m in member.members)
+        kept = tuple(k for k in found if k is not None)
         if not kept:
             return None
         return Pipe(kept) if isinstance(member, Pipe) else Or(kept)
     return member if wanted(member.name, member.phase) else None
+
+
+def _is_identity(member: Member) -> bool:
+    return not isinstance(member, Pipe | Or) and member.name == IDENTITY
 
 
 def _without(pipeline: Pipeline, step: str) -> Pipeline | None:
