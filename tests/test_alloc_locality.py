@@ -284,3 +284,31 @@ def test_only_strict_hints_need_no_spreading():
         "skipped: only strict locality requested; no spreading needed"
     )
     assert decision.chosen == "n1"
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        pytest.param(_rule("instance", "==", "web-0"), id="an instance name"),
+        pytest.param(_rule("instance", "==", "6f1d2f0e-0000-4000-8000-000000000002"), id="an instance uid"),
+        pytest.param(_rule("container", "==", "web-*", "glob"), id="a glob over names"),
+        pytest.param(_rule("role", "==", "web"), id="a label"),
+    ],
+)
+def test_a_strict_affinity_rule_sees_only_the_pods_of_the_pods_namespace(rule):
+    cluster = [
+        cn("n1"),
+        cn("n2"),
+        vm(
+            "web-0",
+            namespace="shop",
+            node="n2",
+            uid="6f1d2f0e-0000-4000-8000-000000000002",
+            labels={"role": "web"},
+        ),
+    ]
+    decision = place(_rules(rule), *cluster, cfg=LOCALITY)
+    assert decision.error is not None and decision.error.code == 409
+    # The same pod in the pod's own namespace satisfies it.
+    cluster[2] = vm("web-0", node="n2", uid="6f1d2f0e-0000-4000-8000-000000000002", labels={"role": "web"})
+    assert place(_rules(rule), *cluster, cfg=LOCALITY).chosen == "n2"
