@@ -125,10 +125,11 @@ class AuditReport:
 IDENTITY = "alloc/identity"
 
 
-def hard_only(pipeline: Pipeline) -> Pipeline:
-    """The pipeline with only its hard steps, in the same `pipe`/`or` structure. An `or` with an
-    identity member never leaves fewer nodes than it was given, so it is left out too."""
-    chain = _keep(pipeline.chain, lambda name, phase: phase is Phase.HARD, drop_identity_or=True)
+def hard_only(pipeline: Pipeline, *, one_node: bool = False) -> Pipeline:
+    """The pipeline with only its hard steps, in the same `pipe`/`or` structure. For a decision about
+    one node (`one_node`), an `or` with an identity member is left out too: given one node, it always
+    hands that node on (over many, its first member may keep only some, which later steps then see)."""
+    chain = _keep(pipeline.chain, lambda name, phase: phase is Phase.HARD, drop_identity_or=one_node)
     return Pipeline(chain=chain or Pipe(()), compile_pod=pipeline.compile_pod)
 
 
@@ -191,8 +192,11 @@ class _Off:
         self.view.add_pod(self.pod)
 
 
-def audit_pod(view: ClusterView, pipeline: Pipeline, pod: Pod, *, reschedule: bool = True) -> PodFindings:
-    """What the audit finds about one bound pod (`pipeline`: hard steps only, see hard_only)."""
+def audit_pod(
+    view: ClusterView, pipeline: Pipeline, pod: Pod, *, reschedule: Pipeline | None = None
+) -> PodFindings:
+    """What the audit finds about one bound pod: `pipeline` asks about the node it is on (hard steps
+    only, see hard_only), `reschedule` (when given) about every node when that node breaks a rule."""
     out = PodFindings()
     with _Off(view, pod):
         first = decide(pod, view, pipeline, candidates=[pod.node_name], seed=AUDIT_SEED)
@@ -203,8 +207,8 @@ def audit_pod(view: ClusterView, pipeline: Pipeline, pod: Pod, *, reschedule: bo
         if first.error is None:
             return out
         out.violations = _violations(view, pipeline, pod, first)
-        if reschedule:
-            anywhere = decide(pod, view, pipeline, seed=AUDIT_SEED)
+        if reschedule is not None:
+            anywhere = decide(pod, view, reschedule, seed=AUDIT_SEED)
             if anywhere.error is not None and anywhere.error.code == 409:
                 rules = sorted({r.step for r in anywhere.failures().values() if r.kind is not Kind.SET_ASIDE})
                 out.refusal = Refusal(pod.key, pod.node_name, tuple(rules), anywhere.error.message)
@@ -235,11 +239,11 @@ def _violations(view: ClusterView, pipeline: Pipeline, pod: Pod, first: Decision
 def audit(view: ClusterView, pipeline: Pipeline, *, namespaces: Iterable[str] = ()) -> AuditReport:
     """Every subject pod of the view (of `namespaces` when given) audited with `pipeline`'s hard
     steps. A pod's rules see only its own namespace, so auditing one namespace needs nothing else."""
-    hard = hard_only(pipeline)
+    here, anywhere = hard_only(pipeline, one_node=True), hard_only(pipeline)
     report = AuditReport()
     for pod in subjects(view, namespaces):
         report.checked += 1
-        found = audit_pod(view, hard, pod)
+        found = audit_pod(view, here, pod, reschedule=anywhere)
         report.violations.extend(found.violations)
         if found.refusal is not None:
             report.refused.append(found.refusal)
@@ -277,7 +281,7 @@ def policy_counts(view: ClusterView, policy: CompiledPolicy, compile_pod: Any) -
     view.override_policies([policy])
     try:
         for pod in pods:
-            found = audit_pod(view, pipeline, pod, reschedule=False)
+            found = audit_pod(view, pipeline, pod)
             violating += bool(found.violations)
     finally:
         view.override_policies(None)
