@@ -4,6 +4,7 @@
                                      end to end at 500 nodes and 2000 pods per scenario
     python -m bench --quick          the same at a small size, in under a minute
     python -m bench --size tiny --only engine,extender      what the CI smoke test runs
+    python -m bench --only audit     `berth audit` over the large snapshot, the whole process timed
     python -m bench generate large --out cluster.json       a snapshot for `berth simulate`
 
 Snapshots are generated on first use into $BERTH_CACHE/bench (default ~/.cache/berth/bench).
@@ -27,9 +28,10 @@ from bench.generate import SIZES, cluster_file, write_cluster
 from bench.scenarios import scenarios
 from bench.stats import table
 
-PARTS = ("engine", "extender", "e2e")
+PARTS = ("engine", "extender", "audit", "e2e")
 FULL_SIZES = ("small", "medium", "large", "xlarge")
 EXTENDER_SIZE = "large"
+AUDIT_SIZE = "large"
 
 
 def data_dir() -> Path:
@@ -82,6 +84,15 @@ def run_extender(size: str, pods: int, results: dict[str, Any]) -> None:
     results["extender"] = rows
 
 
+def run_audit(size: str, results: dict[str, Any]) -> None:
+    from bench import audit
+
+    path = cluster_file(SIZES[size], data_dir())
+    rows = audit.run(path, size, data_dir() / "audit")
+    print(table("berth audit: the whole process, snapshot load included", audit.HEADERS, rows))
+    results["audit"] = rows
+
+
 def run_e2e(nodes: int, pods: int, scenarios: list[str], results: dict[str, Any]) -> None:
     from bench import e2e
 
@@ -127,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     if "extender" in only:
         size = args.size[0] if args.size else ("small" if quick else EXTENDER_SIZE)
         run_extender(size, 15 if smoke else 40 if quick else 300, results)
+    if "audit" in only:
+        run_audit(args.size[0] if args.size else ("small" if quick else AUDIT_SIZE), results)
     if "e2e" in only:
         nodes = args.e2e_nodes or (30 if quick else 500)
         pods = args.e2e_pods or (100 if quick else 2000)

@@ -13,14 +13,14 @@ from typing import Any
 import msgspec
 
 from berth import __version__
-from berth.cluster.convert import pod_from_k8s, pod_template
+from berth.cluster.convert import pod_from_k8s, pod_template, replica_pods, replicas_of
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
 from berth.engine.decide import decide
 from berth.engine.types import Decision
 from berth.errors import BerthError, InvalidPolicy
 from berth.pipeline import build_pipeline
-from berth.report import headroom_table, table
+from berth.report import headroom_table, replica_summary, summary_table, table
 from berth.validate import validate_files
 from berth.vocab.alloc.config import AllocatorConfig, load_config
 from berth.vocab.policy.files import load_policy_files
@@ -44,6 +44,28 @@ def _pods_in(path: str) -> list[dict[str, Any]]:
     return pods
 
 
+def _replicas_in(path: str, replicas: int | None) -> tuple[list[dict[str, Any]], bool]:
+    """The pods to simulate: a workload's `replicas` (a Job's parallelism) named <name>-0, -1, ...,
+    `replicas` copies of each object when given, else a Pod once; and whether any object was
+    expanded (the table then ends with a summary)."""
+    if replicas is not None and replicas < 1:
+        raise BerthError(f"--replicas should be at least 1, found {replicas}")
+    pods: list[dict[str, Any]] = []
+    expanded = replicas is not None
+    for obj in read_documents(path):
+        if pod_template(obj) is None:
+            continue
+        count = replicas if replicas is not None else replicas_of(obj)
+        if count is None or (count == 1 and replicas is None):
+            pods.append(pod_template(obj))  # type: ignore[arg-type]
+        else:
+            pods += replica_pods(obj, count)
+            expanded = True
+    if not pods and not expanded:
+        raise BerthError(f"{path}: no Pod or workload with a pod template found")
+    return pods, expanded
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         policies = load_policy_files(args.policy) if args.policy else None
@@ -57,24 +79,75 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         snapshot.view.override_policies(policies)
     pipeline = build_pipeline(_allocator_config(args.config), offline=True)
     decisions = []
-    for i, raw in enumerate(_pods_in(args.pod)):
+    raws, expanded = _replicas_in(args.pod, args.replicas)
+    for i, raw in enumerate(raws):
         pod = pod_from_k8s(raw)
+        if expanded:
+            # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod does:
+            # the old one is no neighbour of it or of the replicas after it.
+            snapshot.view.remove_pod(pod.key)
         seed = None if args.seed is None else args.seed + i
         decision = decide(pod, snapshot.view, pipeline, seed=seed)
         decisions.append(decision)
         if decision.chosen:
             # Later pods in the same file see this one where it was placed (a burst).
             snapshot.view.add_pod(_placed(pod, decision.chosen))
+    summary = replica_summary(decisions) if expanded else None
     if args.output == "json":
         body: Any = (
             decisions[0].to_dict(detail=args.detail)
-            if len(decisions) == 1
+            if len(decisions) == 1 and summary is None
             else {"decisions": [d.to_dict(detail=args.detail) for d in decisions]}
         )
+        if summary is not None:
+            body["summary"] = summary.to_dict()
         print(json.dumps(body, indent=2))
     else:
-        print("\n\n".join(table(d, detail=args.detail) for d in decisions))
+        parts = [table(d, detail=args.detail) for d in decisions]
+        if summary is not None:
+            parts.append(summary_table(summary))
+        print("\n\n".join(parts))
     return _exit_code(decisions)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from berth.audit import audit
+    from berth.report import audit_table
+
+    try:
+        policies = _what_if_policies(args.policy or [])
+    except InvalidPolicy as exc:
+        for line in exc.errors or [exc.message]:
+            print(f"berth: {line}", file=sys.stderr)
+        return EXIT_INVALID
+    config = _allocator_config(args.config)
+    snapshot = load_live_snapshot(args.kubeconfig) if args.live else load_snapshot(args.cluster)
+    for obj in policies:
+        # As `kubectl apply` would: added to its namespace, or in place of the policy of that name.
+        snapshot.view.upsert_policy(obj)
+    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=args.namespace or ())
+    if args.output == "json":
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(audit_table(report))
+    return EXIT_PLACED if report.clean else EXIT_NO_FIT
+
+
+def _what_if_policies(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The PlacementPolicy objects of the files, checked; a bare policy tree has no namespace or
+    selector to apply it with, so it is refused here."""
+    load_policy_files(paths)  # every problem of every invalid policy, or nothing
+    objects = []
+    for path in paths:
+        for obj in read_documents(path):
+            if obj.get("kind") != "PlacementPolicy":
+                raise InvalidPolicy(
+                    f"{path}: a {obj.get('kind') or 'bare policy tree'} is not a PlacementPolicy object: "
+                    "the what-if applies PlacementPolicy objects (metadata.namespace, spec.selector)",
+                    field="policy",
+                )
+            objects.append(obj)
+    return objects
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -300,11 +373,19 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         help="where would this pod go, and why",
         description="Decide where a pod would go on a cluster snapshot, changing nothing. Exit 0 when "
-        "placed, 1 when nothing fits (409), 2 when the specification is invalid (400). Several pods in "
-        "the pod file are placed in order, each seeing the ones before.",
+        "placed, 1 when nothing fits (409) for any pod, 2 when the specification is invalid (400). Several "
+        "pods in the pod file are placed in order, each seeing the ones before; a Deployment, ReplicaSet "
+        "or StatefulSet places its replicas (a Job its parallelism) that way, as kube-scheduler would "
+        "take them, and the table ends with a summary.",
     )
     _add_cluster_source(sim)
     sim.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
+    sim.add_argument(
+        "--replicas",
+        type=int,
+        metavar="N",
+        help="place N pods of each object (default: a workload's spec.replicas, a Job's parallelism)",
+    )
     sim.add_argument("--seed", type=int, help="make every random choice reproducible")
     sim.add_argument("--output", choices=("table", "json"), default="table")
     sim.add_argument("--detail", action="store_true", help="show the chain and what each step did")
@@ -346,6 +427,31 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--seed", type=int, help="another seed than the pod's own")
     exp.add_argument("--output", choices=("table", "json"), default="table")
     exp.set_defaults(func=cmd_explain)
+
+    aud = sub.add_parser(
+        "audit",
+        help="which running pods break their rules now, or would after a change",
+        description="Evaluate every bound pod that carries berth rules or is governed by a PlacementPolicy "
+        "against the cluster as it is now, through the same engine (the pod is never its own neighbour): "
+        "hard rules its node breaks, pods no node would take at their next reschedule, deprecated "
+        "weighted affinity, invalid specifications. With --policy and --config, as if those policies or "
+        "that allocator configuration were in force. Reads the cluster, changes nothing. Exit 0 when "
+        "clean, 1 when anything is found, 2 for bad input.",
+    )
+    _add_cluster_source(aud)
+    aud.add_argument(
+        "--policy",
+        action="append",
+        metavar="FILE",
+        help="what-if: PlacementPolicy objects applied over the cluster's own, as kubectl apply would "
+        "(repeatable)",
+    )
+    aud.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the what-if of another one")
+    aud.add_argument(
+        "-n", "--namespace", action="append", metavar="NAME", help="audit only this namespace (repeatable)"
+    )
+    aud.add_argument("--output", choices=("table", "json"), default="table")
+    aud.set_defaults(func=cmd_audit)
 
     srv = sub.add_parser(
         "serve",

@@ -9,10 +9,16 @@ nodes named, and a scorer shows its highest scores.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from berth.engine.types import Decision, NodeResult, StepTrace
 from berth.vocab.alloc.headroom import Headroom
+
+if TYPE_CHECKING:
+    from berth.audit import AuditReport
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12
@@ -136,4 +142,70 @@ def headroom_table(report: Headroom) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.append("(resources: unreserved / taken by one more pod)")
+    return "\n".join(lines)
+
+
+def audit_table(report: AuditReport) -> str:
+    """`berth audit` for people: one section per kind of finding, violations grouped by rule."""
+    if report.clean:
+        return f"clean: {report.checked} pod(s) checked, nothing found"
+    lines = [f"{report.findings()} finding(s) in {report.checked} pod(s) checked"]
+    if report.violations:
+        lines += ["", f"VIOLATIONS: the node the pod is on breaks a hard rule ({len(report.violations)})"]
+        for rule, found in report.by_rule().items():
+            lines.append(f"  {rule} ({len(found)})")
+            lines += [f"    {v.pod} on {v.node}: {v.reason}" for v in found]
+    if report.refused:
+        lines += ["", f"REFUSED ON RESCHEDULE: no node satisfies the pod now ({len(report.refused)})"]
+        for r in report.refused:
+            rules = ", ".join(r.rules) or "the chain"
+            lines.append(f"  {r.pod} on {r.node}, refused by {rules}: {r.message}")
+    if report.deprecated:
+        lines += ["", f"DEPRECATED: weighted affinity ({len(report.deprecated)})"]
+        lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.deprecated]
+    if report.invalid:
+        lines += ["", f"INVALID: the specification is refused ({len(report.invalid)})"]
+        lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.invalid]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSummary:
+    """What a simulated workload came to: how many of its pods were placed, where, and the first
+    refusal (the later pods of a workload that ran out of room are refused for the same reason)."""
+
+    placed: int
+    total: int
+    per_node: dict[str, int]
+    first_refused: str | None = None
+    first_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "placed": self.placed,
+            "total": self.total,
+            "podsPerNode": self.per_node,
+            "firstRefusal": (
+                {"pod": self.first_refused, "reason": self.first_reason} if self.first_refused else None
+            ),
+        }
+
+
+def replica_summary(decisions: Sequence[Decision]) -> ReplicaSummary:
+    per_node = Counter(d.chosen for d in decisions if d.chosen)
+    refused = next((d for d in decisions if d.error is not None), None)
+    return ReplicaSummary(
+        placed=sum(per_node.values()),
+        total=len(decisions),
+        per_node=dict(sorted(per_node.items())),
+        first_refused=refused.pod if refused else None,
+        first_reason=f"({refused.error.code}) {refused.error.message}" if refused and refused.error else None,
+    )
+
+
+def summary_table(summary: ReplicaSummary) -> str:
+    spread = ", ".join(f"{node} {count}" for node, count in summary.per_node.items()) or "none"
+    lines = [f"placed {summary.placed} of {summary.total}; pods per node: {spread}"]
+    if summary.first_refused:
+        lines.append(f"first refusal: {summary.first_refused} {summary.first_reason}")
     return "\n".join(lines)

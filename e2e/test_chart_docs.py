@@ -96,19 +96,32 @@ def test_the_user_guide_runs_as_written(cluster, workdir, nodes_restored):
     assert placed["trainer-1"] in trainer
 
 
+def _wide_nodes(output: str) -> dict[str, str]:
+    """Pod -> node from `kubectl get pods -o wide` output."""
+    lines = output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("NAME") and "NODE" in line)
+    column = lines[header].split().index("NODE")
+    return {line.split()[0]: line.split()[column] for line in lines[header + 1 :] if line.strip()}
+
+
 def test_the_troubleshooting_guide_runs_as_written(cluster, workdir, nodes_restored):
-    run_guide(cluster, ROOT / "docs/troubleshooting.md", workdir)
+    outputs = run_guide(cluster, ROOT / "docs/troubleshooting.md", workdir)
+    wide = _wide_nodes(next(o for o in outputs.values() if "search-index-1" in o and "NOMINATED" in o))
+    assert wide["search-1"] == wide["search-index-1"], "search-1 went next to its neighbour"
+    # Its neighbour deleted, the audit names search-1 on its node as refused at its next reschedule.
     search = cluster.get("pod", "search-1", "demo")["spec"]["nodeName"]
-    assert search == cluster.get("pod", "search-index-1", "demo")["spec"]["nodeName"]
+    audited = next(o for o in outputs.values() if "REFUSED ON RESCHEDULE" in o)
+    assert f"demo/search-1 on {search}, refused by tags/require_with_tag" in audited
 
 
 def test_the_operator_guide_runs_as_written(cluster, workdir, nodes_restored):
     # a pod that still uses the weighted affinity form, for the guide to find
     cluster.kubectl("create", "namespace", "legacy")
     cluster.apply(pod("weighted-1", "legacy", affinity={"cache": 10}))
+    node = cluster.wait_placed("legacy", ["weighted-1"])["weighted-1"]
     outputs = run_guide(cluster, ROOT / "docs/operator-guide.md", workdir)
-    found = next(o for o in outputs.values() if "jq" not in o and "legacy/weighted-1" in o)
-    assert 'Pod legacy/weighted-1: {"cache": 10}' in found
+    found = next(o for o in outputs.values() if "DEPRECATED" in o)
+    assert f"legacy/weighted-1 on {node}: weighted affinity " + '{"cache": 10} is deprecated' in found
 
 
 def test_the_metrics_the_operator_guide_names_are_served(cluster):

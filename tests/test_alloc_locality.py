@@ -33,7 +33,8 @@ def test_far_takes_precedence_over_near_when_the_hints_are_not_strict():
     assert decision.chosen == "n4"
     assert feasible(decision) == {"n1", "n2", "n3", "n4"}  # soft: only set aside
     assert str(decision.node("n1").reasons[0]) == (
-        "set aside: alloc/soft-filter-locality-hints: locality: the node hosts a pod for inst!=db-0"
+        "set aside: alloc/soft-filter-locality-hints: locality: the node hosts a pod for "
+        "far db-0 (inst!=db-0)"
     )
 
 
@@ -43,12 +44,13 @@ def test_with_strict_either_a_node_fulfils_every_hint_or_the_placement_fails():
     )
     assert decision.chosen is None and decision.error is not None and decision.error.code == 409
     assert reasons(decision)["n1"] == (
-        "alloc/hard-filter-locality-hints: strict locality: the node hosts a pod for inst!=db-0"
+        "alloc/hard-filter-locality-hints: strict locality: the node hosts a pod for far db-0 (inst!=db-0)"
     )
     assert decision.node("n1").reasons[0].kind is Kind.EXHAUSTED  # evicting db-0 would free it
     assert decision.node("n4").reasons[0].kind is Kind.UNMET
     assert decision.error.message.startswith(
-        "no node satisfies the strict locality inst!=db-0, inst!=db-1, inst!=db-2, inst==web-0"
+        "no node satisfies the strict locality far db-0 (inst!=db-0), far db-1 (inst!=db-1), "
+        "far db-2 (inst!=db-2), near web-0 (inst==web-0)"
     )
     # Without db-0 among the far pods, web-0's node fulfils every hint.
     assert (
@@ -77,15 +79,11 @@ def test_soft_far_is_ignored_when_it_would_leave_no_node():
     ("target", "expected"),
     [
         pytest.param("web-0", "n1", id="a pod name in the pod's namespace"),
-        pytest.param("shop/web-0", "n2", id="namespace/name"),
+        pytest.param("default/web-0", "n1", id="namespace/name of the pod's own namespace"),
+        pytest.param("6f1d2f0e-0000-4000-8000-000000000001", "n1", id="a full uid"),
+        pytest.param("6f1d2f0e-0000-4000-8000-00000000000", "n1", id="a uid prefix"),
         pytest.param(
-            "6f1d2f0e-0000-4000-8000-000000000002", "n2", id="a full uid finds a pod in any namespace"
-        ),
-        pytest.param(
-            "6f1d2f0e-0000-4000-8000-00000000000", None, id="a uid prefix matching two pods is a 400"
-        ),
-        pytest.param(
-            "6f1d2f0e-0000-4000-8000-0000000000", None, id="a shorter ambiguous prefix is a 400 too"
+            "6f1d2f0e-0000-4000-8000-0000000000", None, id="a prefix matching two of the namespace is a 400"
         ),
     ],
 )
@@ -93,15 +91,51 @@ def test_a_near_target_is_a_name_a_namespaced_name_a_uid_or_a_uid_prefix(target,
     cluster = [
         cn("n1"),
         cn("n2"),
+        cn("n3"),
         vm("web-0", node="n1", uid="6f1d2f0e-0000-4000-8000-000000000001"),
+        vm("web-1", node="n3", uid="6f1d2f0e-0000-4000-8000-000000000011"),
         vm("web-0", namespace="shop", node="n2", uid="6f1d2f0e-0000-4000-8000-000000000002"),
     ]
     decision = place(_locality(near=target, strict=True), *cluster, cfg=LOCALITY)
     if expected is None:
         assert decision.error is not None and decision.error.code == 400
         assert decision.error.message.startswith(f'near target "{target}" matches 2 pods by uid prefix')
+        assert "shop/" not in decision.error.message  # the other namespace's pods are never named
     else:
         assert decision.chosen == expected
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param("shop/web-0", id="namespace/name of another namespace"),
+        pytest.param("6f1d2f0e-0000-4000-8000-000000000002", id="the full uid of a pod of another namespace"),
+        pytest.param("6f1d2f0e-0000-4000-8000-000000000002"[:20], id="a uid prefix of another namespace"),
+    ],
+)
+def test_a_strict_near_naming_a_pod_of_another_namespace_is_as_if_that_pod_did_not_exist(target):
+    cluster = [
+        cn("n1"),
+        cn("n2"),
+        vm("web-0", namespace="shop", node="n2", uid="6f1d2f0e-0000-4000-8000-000000000002"),
+    ]
+    decision = place(_locality(near=target, strict=True), *cluster, cfg=LOCALITY)
+    assert decision.error is not None and decision.error.code == 409
+    assert reasons(decision)["n2"] == (
+        f"alloc/hard-filter-locality-hints: strict locality: the node hosts no pod for near {target} "
+        f"(inst=={target})"
+    )
+    # Soft far of the same pod sets nothing aside: it is not seen either.
+    assert candidates(place(_locality(far=target), *cluster, cfg=LOCALITY)) == {"n1", "n2"}
+
+
+def test_a_target_both_near_and_far_is_kept_away_from_as_far_takes_precedence():
+    cluster = [cn("n1"), cn("n2"), vm("db-0", node="n1")]
+    decision = place(_locality(near="db-0", far="db-0", strict=True), *cluster, cfg=LOCALITY)
+    assert decision.chosen == "n2"
+    assert reasons(decision)["n1"] == (
+        "alloc/hard-filter-locality-hints: strict locality: the node hosts a pod for far db-0 (inst!=db-0)"
+    )
 
 
 def test_a_unique_uid_prefix_of_eight_characters_finds_the_pod():
@@ -250,3 +284,31 @@ def test_only_strict_hints_need_no_spreading():
         "skipped: only strict locality requested; no spreading needed"
     )
     assert decision.chosen == "n1"
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        pytest.param(_rule("instance", "==", "web-0"), id="an instance name"),
+        pytest.param(_rule("instance", "==", "6f1d2f0e-0000-4000-8000-000000000002"), id="an instance uid"),
+        pytest.param(_rule("container", "==", "web-*", "glob"), id="a glob over names"),
+        pytest.param(_rule("role", "==", "web"), id="a label"),
+    ],
+)
+def test_a_strict_affinity_rule_sees_only_the_pods_of_the_pods_namespace(rule):
+    cluster = [
+        cn("n1"),
+        cn("n2"),
+        vm(
+            "web-0",
+            namespace="shop",
+            node="n2",
+            uid="6f1d2f0e-0000-4000-8000-000000000002",
+            labels={"role": "web"},
+        ),
+    ]
+    decision = place(_rules(rule), *cluster, cfg=LOCALITY)
+    assert decision.error is not None and decision.error.code == 409
+    # The same pod in the pod's own namespace satisfies it.
+    cluster[2] = vm("web-0", node="n2", uid="6f1d2f0e-0000-4000-8000-000000000002", labels={"role": "web"})
+    assert place(_rules(rule), *cluster, cfg=LOCALITY).chosen == "n2"

@@ -68,12 +68,6 @@ PACKAGES = config(packages={"small": {"max_physical_memory": 512, "traits": {"ss
             id="an unknown locality key",
         ),
         pytest.param(
-            "berth.dev/locality",
-            '{"near": "db-0", "far": "db-0"}',
-            'targets ["db-0"] are both near and far; no node can satisfy both',
-            id="one target both near and far",
-        ),
-        pytest.param(
             "berth.dev/affinity-rules",
             '{"key": "instance"}',
             "value should be a JSON list of affinity rules, not an object",

@@ -95,3 +95,25 @@ def test_the_extender_benchmark_compares_every_verb_with_the_floor(smoke_run):
         for key in ("berth p50 ms", "berth p99 ms", "floor p50 ms", "floor p99 ms", "p99 ratio"):
             assert _number(row[key]) > 0
     assert len(results["extender"]) == len(rows)
+
+
+def test_the_audit_benchmark_times_every_case_and_counts_what_it_audited(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--size", "tiny", "--only", "audit"],
+        cwd=ROOT,
+        env={**os.environ, "BERTH_CACHE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = _tables(result.stdout)["berth audit: the whole process, snapshot load included"]
+    rows = {r["case"]: r for r in table}
+    assert set(rows) == {"cluster", "what-if one-per-host", "what-if every pod"}
+    for row in rows.values():
+        assert (row["nodes"], row["pods"]) == ("20", "404")
+        assert _number(row["wall s"]) > 0
+    # The synthetic pods carry tags only; the what-if policies govern the bench app, then every pod.
+    assert int(rows["cluster"]["pods audited"]) == 0
+    assert int(rows["what-if one-per-host"]["pods audited"]) == 4
+    assert int(rows["what-if every pod"]["pods audited"]) == 404

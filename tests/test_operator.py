@@ -9,9 +9,17 @@ import kopf
 import pytest
 
 from berth.operator.certs import self_signed
-from berth.operator.handlers import check_pod_object, governed, ready_condition, validate_pod, validate_policy
+from berth.operator.handlers import (
+    check_pod_object,
+    nodes_by_name,
+    pods_by_namespace,
+    ready_condition,
+    refresh_governed,
+    validate_pod,
+    validate_policy,
+)
 from berth.vocab.policy import load_policy
-from tests.builders import pod
+from tests.builders import node, pod
 
 
 def _policy(tree, selector=None, name="p", generation=3):
@@ -48,15 +56,59 @@ def test_the_transition_time_is_kept_while_the_status_does_not_change():
     assert ready_condition(broken, 3, previous)["lastTransitionTime"] != "2026-01-01T00:00:00Z"
 
 
-def test_governed_pods_are_those_naming_the_policy_or_matching_its_selector():
-    compiled = load_policy(_policy({"type": "ANY"}, {"matchLabels": {"app": "web"}}, name="web-policy"))
-    pods = [
-        ("a", {"app": "web"}, None),
-        ("b", {"app": "db"}, None),
-        ("c", {"app": "db"}, "web-policy"),
-        ("d", {"app": "web"}, "other-policy"),  # names another policy: not governed by this one
-    ]
-    assert governed(compiled, pods) == 2
+def _indexes(*objects):
+    """The operator's two indexes as kopf hands them to handlers: key -> the values indexed under it."""
+    pods: dict[str, list] = {}
+    nodes: dict[str, list] = {}
+    for obj in objects:
+        meta = obj["metadata"]
+        if obj["kind"] == "Pod":
+            found = pods_by_namespace(body=obj, namespace=meta["namespace"], name=meta["name"])
+            for key, value in found.items():
+                pods.setdefault(key, []).append(value)
+        else:
+            for key, value in nodes_by_name(body=obj, name=meta["name"]).items():
+                nodes.setdefault(key, []).append(value)
+    return pods, nodes
+
+
+def _web(name, node_name, **extra):
+    return pod(name, namespace="shop", node=node_name, labels={"app": "web", **extra})
+
+
+def test_the_status_counts_running_governed_pods_and_those_the_policy_refuses_where_they_are():
+    body = _policy({"type": "ONE_PER_HOST"}, {"matchLabels": {"app": "web"}}, name="web-policy")
+    pods, nodes = _indexes(
+        node("n1"),
+        node("n2"),
+        _web("a", "n1", **{"app.kubernetes.io/name": "web"}),
+        _web("b", "n1", **{"app.kubernetes.io/name": "web"}),
+        _web("c", "n2", **{"app.kubernetes.io/name": "web"}),
+        pod("d", namespace="shop", node="n2", labels={"app": "db", "app.kubernetes.io/name": "db"}),
+        pod("e", namespace="shop", labels={"app": "web", "app.kubernetes.io/name": "web"}),  # pending
+        pod(
+            "f",
+            namespace="shop",
+            node="n2",
+            labels={"app": "db", "app.kubernetes.io/name": "web"},
+            annotations={"berth.dev/placement-policy": "web-policy"},
+        ),
+        pod("g", namespace="other", node="n1", labels={"app": "web", "app.kubernetes.io/name": "web"}),
+    )
+    patch = kopf.Patch()
+    refresh_governed(
+        body=body, status={}, namespace="shop", patch=patch, pods_by_namespace=pods, nodes_by_name=nodes
+    )
+    # a, b and c match the selector, f names the policy; a and b share n1, c and f share n2.
+    assert patch.status["governedPods"] == 4
+    assert patch.status["violatingPods"] == 4
+    later = kopf.Patch()
+    kept = {"governedPods": 4, "violatingPods": 4}
+    pods["shop"] = [p for p in pods["shop"] if p.name not in ("b", "f")]
+    refresh_governed(
+        body=body, status=kept, namespace="shop", patch=later, pods_by_namespace=pods, nodes_by_name=nodes
+    )
+    assert dict(later.status) == {"governedPods": 2, "violatingPods": 0}
 
 
 def test_the_policy_webhook_refuses_an_invalid_policy_with_a_400_naming_the_field():

@@ -114,8 +114,9 @@ def test_the_crd_defines_a_namespaced_placement_policy_with_status_and_printer_c
     assert columns["Type"] == ".spec.policy.type"
     assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
     assert columns["Age"] == ".metadata.creationTimestamp"
+    assert columns["Violating"] == ".status.violatingPods"
     status = _openapi()["properties"]["status"]["properties"]
-    assert {"conditions", "observedGeneration", "governedPods"} <= set(status)
+    assert {"conditions", "observedGeneration", "governedPods", "violatingPods"} <= set(status)
 
 
 def test_every_validation_rule_of_the_crd_compiles_as_cel_returning_a_boolean():

@@ -6,6 +6,7 @@ Both the snapshot loader and the live cache call these, so a pod means the same 
 from __future__ import annotations
 
 import sys
+import uuid
 from collections import Counter
 from functools import lru_cache
 from typing import Any
@@ -192,3 +193,53 @@ def pod_template(obj: dict[str, Any]) -> dict[str, Any] | None:
     meta.setdefault("namespace", owner.get("namespace", "default"))
     meta.setdefault("name", f"{owner.get('name', 'pod')}-0")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template.get("spec") or {}}
+
+
+REPLICATED_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
+
+
+def replicas_of(obj: dict[str, Any]) -> int | None:
+    """How many pods a workload runs at once: `spec.replicas` of a Deployment, ReplicaSet,
+    StatefulSet or ReplicationController (default 1), a Job's `parallelism` (default 1, at most its
+    `completions`), a CronJob's job's; None for a Pod and any other kind."""
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind == "CronJob":
+        kind, spec = "Job", ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    if kind in REPLICATED_KINDS:
+        return _count(spec, "replicas", obj)
+    if kind == "Job":
+        parallel = _count(spec, "parallelism", obj)
+        completions = spec.get("completions")
+        return parallel if completions is None else min(parallel, _count(spec, "completions", obj))
+    return None
+
+
+def _count(spec: dict[str, Any], field: str, obj: dict[str, Any]) -> int:
+    value = spec.get(field, 1)
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        name = (obj.get("metadata") or {}).get("name", "")
+        raise SnapshotError(
+            f"spec.{field} should be a whole number of at least 0, found {value!r}",
+            source=f"{obj.get('kind')} {name}",
+        )
+    return value
+
+
+def replica_pods(obj: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """`count` pods of the object's template named `<name>-0`...`<name>-<count-1>` as a StatefulSet
+    names them, each with its own uid, so that each is a distinct neighbour of the next."""
+    template = pod_template(obj)
+    if template is None:
+        return []
+    meta = template.get("metadata") or {}
+    base = (obj.get("metadata") or {}).get("name") or meta.get("name") or "pod"
+    namespace = meta.get("namespace") or "default"
+    pods = []
+    for i in range(count):
+        name = f"{base}-{i}"
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"berth-simulate/{namespace}/{name}"))
+        pods.append({**template, "metadata": {**meta, "name": name, "namespace": namespace, "uid": uid}})
+    return pods

@@ -1,8 +1,10 @@
 """kopf handlers. Each decodes, asks the vocabularies, and encodes: the rules live in berth.vocab.
 
 - PlacementPolicy objects are compiled on resume, create and spec changes; the status gets a Ready
-  condition (True, or False with every error and its field path), observedGeneration and the number
-  of pods the policy governs, refreshed by a timer as pods come and go.
+  condition (True, or False with every error and its field path), observedGeneration, the number of
+  running pods the policy governs and how many of them it refuses where they are (berth.audit, on a
+  view of the policy's namespace built from the operator's own indexes of pods and nodes), refreshed
+  by a timer as pods come and go.
 - Admission: pods and workloads with invalid berth annotations are refused with the 400 text, a
   deprecated weighted affinity is admitted with a warning kubectl prints; PlacementPolicies that do
   not compile are refused before they are stored.
@@ -17,8 +19,12 @@ from typing import Any
 import kopf
 
 from berth import annotations as ann
-from berth.cluster.convert import pod_template
-from berth.vocab.pod import check_annotations
+from berth.audit import PolicyCounts, policy_counts
+from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_template
+from berth.cluster.model import Node, Pod
+from berth.cluster.view import ClusterView
+from berth.errors import SnapshotError
+from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy
 
 GROUP, VERSION, PLURAL = "berth.dev", "v1alpha1", "placementpolicies"
@@ -57,16 +63,39 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def governed(compiled: CompiledPolicy, pods: Iterable[tuple[str, Mapping[str, str], str | None]]) -> int:
-    """Pods of the policy's namespace it governs: those that name it, or (naming none) match its
-    selector."""
-    count = 0
-    for _name, labels, named in pods:
-        if named is not None:
-            count += named.strip() == compiled.name
-        elif compiled.selector is not None and compiled.selector.matches(labels):
-            count += 1
-    return count
+def policy_view(
+    body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Iterable[Node]]
+) -> tuple[ClusterView, CompiledPolicy]:
+    """A view of the policy's namespace: its pods, the nodes they are on, and the policy compiled. A
+    policy counts and is asked about only the pods of its own namespace, so nothing else is needed."""
+    view = ClusterView()
+    pods = list(pods)
+    for name in sorted({p.node_name for p in pods if p.node_name}):
+        node = next(iter(nodes.get(name, ())), None)
+        if node is not None:
+            view.upsert_node(node)
+    for pod in pods:
+        view.add_pod(pod)
+    return view, view.upsert_policy(body)
+
+
+def counts(body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Iterable[Node]]) -> PolicyCounts:
+    """The running pods the policy governs and those it refuses where they are, as `berth audit`
+    counts them."""
+    view, compiled = policy_view(body, pods, nodes)
+    return policy_counts(view, compiled, compile_pod)
+
+
+def _pod_record(body: Mapping[str, Any], namespace: str, name: str) -> Pod:
+    try:
+        return pod_from_k8s(dict(body))
+    except SnapshotError:  # resources berth cannot read: still governed, counted without them
+        meta = body.get("metadata") or {}
+        notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(ann.PREFIX)}
+        node = (body.get("spec") or {}).get("nodeName") or ""
+        phase = (body.get("status") or {}).get("phase") or "Pending"
+        labels = dict(meta.get("labels") or {})
+        return Pod(namespace, name, labels=labels, annotations=notes, node_name=node, phase=phase)
 
 
 def _previous_ready(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -75,8 +104,16 @@ def _previous_ready(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 # -- handlers -----------------------------------------------------------------------------------------
 @kopf.index("pods")
-def pods_by_namespace(namespace: str, name: str, labels: Mapping, annotations: Mapping, **_: Any):
-    return {namespace: (name, dict(labels), annotations.get(ann.PLACEMENT_POLICY))}
+def pods_by_namespace(body: kopf.Body, namespace: str, name: str, **_: Any):
+    return {namespace: _pod_record(body, namespace, name)}
+
+
+@kopf.index("nodes")
+def nodes_by_name(body: kopf.Body, name: str, **_: Any):
+    try:
+        return {name: node_from_k8s(dict(body))}
+    except SnapshotError:
+        return {name: Node(name=name, ready=False)}
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -89,13 +126,16 @@ def reconcile(
     namespace: str,
     patch: kopf.Patch,
     pods_by_namespace: kopf.Index,
+    nodes_by_name: kopf.Index,
     **_: Any,
 ) -> None:
     compiled = load_policy(body)
     condition = ready_condition(compiled, meta.get("generation"), _previous_ready(status))
     patch.status["conditions"] = [condition]
     patch.status["observedGeneration"] = meta.get("generation") or 0
-    patch.status["governedPods"] = governed(compiled, pods_by_namespace.get(namespace, []))
+    found = counts(body, pods_by_namespace.get(namespace, []), nodes_by_name)
+    patch.status["governedPods"] = found.governed
+    patch.status["violatingPods"] = found.violating
     if compiled.ready:
         kopf.info(body, reason="Compiled", message=condition["message"])
     else:
@@ -109,11 +149,13 @@ def refresh_governed(
     namespace: str,
     patch: kopf.Patch,
     pods_by_namespace: kopf.Index,
+    nodes_by_name: kopf.Index,
     **_: Any,
 ) -> None:
-    count = governed(load_policy(body), pods_by_namespace.get(namespace, []))
-    if status.get("governedPods") != count:
-        patch.status["governedPods"] = count
+    found = counts(body, pods_by_namespace.get(namespace, []), nodes_by_name)
+    for key, value in (("governedPods", found.governed), ("violatingPods", found.violating)):
+        if status.get(key) != value:
+            patch.status[key] = value
 
 
 @kopf.on.validate(GROUP, VERSION, PLURAL, id="placement-policy", operations=["CREATE", "UPDATE"])

@@ -1,11 +1,16 @@
 """Locality hints and affinity rules: what a pod writes, and the nodes that satisfy it.
 
 `berth.dev/locality` is the seed's `{"near": ..., "far": ..., "strict": bool}`; a target is a pod's
-name (in the pod's namespace, or `namespace/name`), its uid, or a prefix of its uid of at least 8
-characters. `berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType,
-isSoft}`; key `instance` or `container` matches pod names in the pod's namespace (an exact value also
-matches a uid or uid prefix), any other key matches that pod label; `==` asks for a node that hosts at
-least one matching pod, `!=` for a node that hosts none.
+name (or `namespace/name` with the pod's own namespace), its uid, or a prefix of its uid of at least 8
+characters. Only the pods of the pod's own namespace are seen (the allocator counts only the owner's
+own instances): a target naming a pod of another namespace is as if that pod did not exist, so a pod
+cannot probe other namespaces. A target named both near and far is far only: the seed's "allocating
+a new VM far from other VMs take precedence over near VMs".
+
+`berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType, isSoft}`; key
+`instance` or `container` matches pod names in the pod's namespace (an exact value also matches a uid
+or uid prefix), any other key matches that label of the pods of the pod's namespace; `==` asks for a
+node that hosts at least one matching pod, `!=` for a node that hosts none.
 
 Both become hints, each strict or soft on its own: a rule's isSoft says which, the locality's `strict`
 covers all its targets. Resolving a hint against the cluster view yields the nodes hosting a matching
@@ -100,11 +105,10 @@ def parse_locality(value: Any) -> tuple[Locality | None, list[str]]:
     strict = value.get("strict", False)
     if not isinstance(strict, bool):
         problems.append(f"strict should be true or false, not {json_type(strict)}")
-    both = sorted(set(near) & set(far))
-    if both:
-        problems.append(f"targets {show(both)} are both near and far; no node can satisfy both")
     if problems:
         return None, problems
+    # Far takes precedence over near (the seed): a target named in both is kept away from only.
+    near = tuple(t for t in near if t not in far)
     return Locality(near=near, far=far, strict=bool(strict)), []
 
 
@@ -163,6 +167,12 @@ class Hint:
     strict: bool
     nodes: frozenset[str]
     matched: int  # pods the hint names, placed or not
+    words: str = ""  # the user's own words when they differ from `text`: near web-0, far db-1
+
+    @property
+    def shown(self) -> str:
+        """How a reason names the hint: the user's words, then the seed's form (near web-0 (inst==web-0))."""
+        return f"{self.words} ({self.text})" if self.words else self.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +186,7 @@ class Hints:
         if not self.hints:
             return "no locality or affinity rules"
         parts = [
-            f"{h.text} ({'strict' if h.strict else 'soft'}, {len(h.nodes)} node(s))"
+            f"{h.shown} ({'strict' if h.strict else 'soft'}, {len(h.nodes)} node(s))"
             for h in sorted(self.hints, key=lambda h: h.near)  # far first, as they are applied
         ]
         return "; ".join(parts)
@@ -199,16 +209,19 @@ def _resolve(ctx: PodContext) -> Hints:
     if locality is not None:
         for near, targets in ((False, locality.far), (True, locality.near)):
             for target in targets:
-                pods = _target_pods(ctx, target, "near" if near else "far")
-                hints.append(_hint(f"inst{'==' if near else '!='}{target}", near, locality.strict, pods))
+                which = "near" if near else "far"
+                pods = _target_pods(ctx, target, which)
+                text = f"inst{'==' if near else '!='}{target}"
+                hints.append(_hint(text, near, locality.strict, pods, words=f"{which} {target}"))
     for rule in alloc.rules:
         pods = _rule_pods(ctx, rule)
         hints.append(_hint(str(rule), rule.operator == "==", not rule.soft, pods))
     return Hints(tuple(hints))
 
 
-def _hint(text: str, near: bool, strict: bool, pods: list[Pod]) -> Hint:
-    return Hint(text, near, strict, frozenset(p.node_name for p in pods if p.node_name), len(pods))
+def _hint(text: str, near: bool, strict: bool, pods: list[Pod], *, words: str = "") -> Hint:
+    nodes = frozenset(p.node_name for p in pods if p.node_name)
+    return Hint(text, near, strict, nodes, len(pods), words)
 
 
 def _not_self(ctx: PodContext, pods: list[Pod]) -> list[Pod]:
@@ -216,14 +229,16 @@ def _not_self(ctx: PodContext, pods: list[Pod]) -> list[Pod]:
 
 
 def _target_pods(ctx: PodContext, target: str, which: str) -> list[Pod]:
-    view = ctx.view
-    key = target if "/" in target else f"{ctx.pod.namespace}/{target}"
-    named = view.pod(key)
+    """The pods of the pod's own namespace a near or far target names (none in another namespace)."""
+    view, namespace = ctx.view, ctx.pod.namespace
+    if "/" in target:
+        target_namespace = target.split("/", 1)[0]
+        named = view.pod(target) if target_namespace == namespace else None
+        return _not_self(ctx, [named]) if named is not None else []
+    named = view.pod(f"{namespace}/{target}")
     if named is not None:
         return _not_self(ctx, [named])
-    if "/" in target:
-        return []
-    return _not_self(ctx, _by_uid(ctx, target, f"{which} target {show(target)}", namespace=None))
+    return _not_self(ctx, _by_uid(ctx, target, f"{which} target {show(target)}", namespace=namespace))
 
 
 def _by_uid(ctx: PodContext, value: str, what: str, *, namespace: str | None) -> list[Pod]:

@@ -59,17 +59,17 @@ class HardFilterLocalityHints(AllocStep, NodeFilter):
         for hint in prepared:
             if hint.near and name not in hint.nodes:
                 return Reason(
-                    self.name, Kind.UNMET, f"strict locality: the node hosts no pod for {hint.text}"
+                    self.name, Kind.UNMET, f"strict locality: the node hosts no pod for {hint.shown}"
                 )
             if not hint.near and name in hint.nodes:
                 # Evicting that pod would free the node: a capacity-like "no".
                 return Reason(
-                    self.name, Kind.EXHAUSTED, f"strict locality: the node hosts a pod for {hint.text}"
+                    self.name, Kind.EXHAUSTED, f"strict locality: the node hosts a pod for {hint.shown}"
                 )
         return None
 
     def constraint(self, prepared: tuple[Hint, ...]) -> str | None:
-        return "the strict locality " + ", ".join(h.text for h in prepared)
+        return "the strict locality " + ", ".join(h.shown for h in prepared)
 
 
 class SoftFilterLocalityHints(AllocStep, SetFilter):
@@ -95,7 +95,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
             hint = next((h for h in far if state.node.name in h.nodes), None)
             if hint is not None:
                 removed[state.node.name] = Reason(
-                    self.name, Kind.SET_ASIDE, f"locality: the node hosts a pod for {hint.text}"
+                    self.name, Kind.SET_ASIDE, f"locality: the node hosts a pod for {hint.shown}"
                 )
         if len(removed) == len(states):
             removed = {}  # non-strict: ignored when it would leave no node
@@ -104,7 +104,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
             left = [s for s in states if s.node.name not in removed]
             hosting = {s.node.name for s in left if any(s.node.name in h.nodes for h in near)}
             if hosting:
-                wanted = ", ".join(h.text for h in near)
+                wanted = ", ".join(h.shown for h in near)
                 for state in left:
                     if state.node.name not in hosting:
                         removed[state.node.name] = Reason(

@@ -1,0 +1,326 @@
+"""`berth audit`: running pods evaluated against their own rules, one snapshot per kind of finding."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from berth.audit import audit, policy_counts
+from berth.cli import main
+from berth.pipeline import build_pipeline
+from berth.vocab.pod import compile_pod
+from tests.alloc_helpers import cn, vm
+from tests.builders import k8s_list, view
+
+APP = "app.kubernetes.io/name"
+
+
+def policy(name: str, tree: dict[str, Any], selector: dict[str, str], namespace: str = "shop") -> dict:
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": selector}, "policy": tree},
+    }
+
+
+def _view(*objects: dict[str, Any]):
+    v = view(*objects)
+    for obj in objects:
+        if obj["kind"] == "PlacementPolicy":
+            v.upsert_policy(obj)
+    return v
+
+
+def _audit(*objects: dict[str, Any]):
+    return audit(_view(*objects), build_pipeline(None, offline=False))
+
+
+def _violations(report) -> dict[str, list[tuple[str, str]]]:
+    """Rule -> (pod, node) pairs."""
+    return {rule: [(v.pod, v.node) for v in found] for rule, found in report.by_rule().items()}
+
+
+def _web(name: str, node: str, **annotations: Any) -> dict[str, Any]:
+    return vm(name, namespace="shop", node=node, annotations=annotations, labels={APP: "web"})
+
+
+def test_a_pod_placed_next_to_a_tag_its_require_without_tag_excludes_is_a_violation_naming_the_tag():
+    report = _audit(
+        cn("n1"),
+        cn("n2"),
+        vm("batch-0", namespace="shop", node="n1", annotations={"berth.dev/tags": ["batch"]}),
+        _web("web-0", "n1", **{"berth.dev/affinity": {"require_without_tag": ["batch"]}}),
+    )
+    assert _violations(report) == {"tags/require_without_tag": [("shop/web-0", "n1")]}
+    (violation,) = report.violations
+    assert violation.reason == (
+        'tags/require_without_tag: a pod of namespace shop on the node carries an excluded tag of ["batch"]'
+    )
+    assert report.refused == []  # n2 would take it
+    assert report.checked == 1  # batch-0 carries tags only: no rule to audit
+
+
+def test_a_require_with_tag_pod_whose_neighbour_is_gone_is_refused_on_reschedule():
+    report = _audit(
+        cn("n1"), cn("n2"), _web("web-0", "n1", **{"berth.dev/affinity": {"require_with_tag": ["database"]}})
+    )
+    assert _violations(report) == {"tags/require_with_tag": [("shop/web-0", "n1")]}
+    (refusal,) = report.refused
+    assert refusal.pod == "shop/web-0" and refusal.rules == ("tags/require_with_tag",)
+    assert refusal.message.startswith("no node satisfies the affinity constraint require_with_tag=")
+
+
+def test_the_pod_is_never_its_own_neighbour():
+    # web-0 carries the tag it excludes; alone on its node it breaks nothing.
+    lone = _web(
+        "web-0", "n1", **{"berth.dev/tags": ["web"], "berth.dev/affinity": {"require_without_tag": ["web"]}}
+    )
+    assert _audit(cn("n1"), lone).clean
+    near_self = _web("web-0", "n1", **{"berth.dev/locality": {"near": "web-0", "strict": True}})
+    report = _audit(cn("n1"), near_self)
+    assert _violations(report) == {"alloc/hard-filter-locality-hints": [("shop/web-0", "n1")]}
+
+
+def test_pods_of_another_namespace_are_not_neighbours_in_the_audit():
+    report = _audit(
+        cn("n1"),
+        vm("batch-0", namespace="etl", node="n1", annotations={"berth.dev/tags": ["batch"]}),
+        vm("db-0", namespace="etl", node="n1"),
+        _web("web-0", "n1", **{"berth.dev/affinity": {"require_without_tag": ["batch"]}}),
+        _web("web-1", "n1", **{"berth.dev/locality": {"far": "etl/db-0", "strict": True}}),
+    )
+    assert report.clean and report.checked == 2
+
+
+@pytest.mark.parametrize(
+    ("annotations", "rule", "reason"),
+    [
+        pytest.param(
+            {"berth.dev/locality": {"far": "db-0", "strict": True}},
+            "alloc/hard-filter-locality-hints",
+            "strict locality: the node hosts a pod for far db-0 (inst!=db-0)",
+            id="strict far with the far pod on the node",
+        ),
+        pytest.param(
+            {"berth.dev/locality": {"near": "cache-0", "strict": True}},
+            "alloc/hard-filter-locality-hints",
+            "strict locality: the node hosts no pod for near cache-0 (inst==cache-0)",
+            id="strict near with the near pod elsewhere",
+        ),
+        pytest.param(
+            {"berth.dev/affinity-rules": [{"key": "role", "operator": "!=", "value": "db"}]},
+            "alloc/hard-filter-locality-hints",
+            "strict locality: the node hosts a pod for role!=db",
+            id="an affinity rule away from a label",
+        ),
+        pytest.param(
+            {"berth.dev/traits": {"ssd": True}},
+            "alloc/hard-filter-traits",
+            "",
+            id="traits the node lacks",
+        ),
+    ],
+)
+def test_a_violation_of_each_allocator_rule_names_the_rule(annotations, rule, reason):
+    report = _audit(
+        cn("n1"),
+        cn("n2"),
+        cn("n3", traits={"ssd": True}),
+        vm("db-0", namespace="shop", node="n1", labels={"role": "db"}),
+        vm("cache-0", namespace="shop", node="n2"),
+        _web("web-0", "n1", **annotations),
+    )
+    assert _violations(report) == {rule: [("shop/web-0", "n1")]}
+    assert report.violations[0].reason.startswith(f"{rule}: {reason}")
+    assert report.refused == []  # another node satisfies each of them
+
+
+POLICIES = {
+    "ANY": ({"type": "ANY"}, "NO_TAG"),
+    "ONE_PER_HOST": ({"type": "ONE_PER_HOST"}, "ONE_PER_HOST"),
+    "MAX_N_PER_HOST": ({"type": "MAX_N_PER_HOST", "max": 1}, "MAX_N_PER_HOST"),
+    "MATCH_TAG": ({"type": "MATCH_TAG", "tag": "ssd"}, "MATCH_TAG"),
+    "NO_TAG": ({"type": "NO_TAG"}, "NO_TAG"),
+    "COMPOSITE": (
+        {"type": "COMPOSITE", "combiner": "AND", "policies": [{"type": "ONE_PER_HOST"}]},
+        "ONE_PER_HOST",
+    ),
+    "RULE_BASED": ({"type": "RULE_BASED", "rule": 'ctx.allocation.node.hostname != "n1"'}, "RULE_BASED"),
+}
+
+
+@pytest.mark.parametrize("kind", list(POLICIES), ids=[f"a {k} policy" for k in POLICIES])
+def test_a_violation_of_every_policy_type_names_the_policy(kind):
+    tree, failed = POLICIES[kind]
+    # n1 holds two web pods, specialised (gpu) for the policies that skip specialised nodes; a node
+    # tagged ssd satisfies MATCH_TAG.
+    n1 = cn("n1", labels={"tag.berth.dev/gpu": ""} if failed == "NO_TAG" else None)
+    n2 = cn("n2", labels={"tag.berth.dev/ssd": ""} if kind == "MATCH_TAG" else None)
+    pods = (_web("web-0", "n1"), _web("web-1", "n1"))
+    report = _audit(n1, n2, cn("n3"), policy("p", tree, {APP: "web"}), *pods)
+    found = _violations(report)
+    assert set(found) == {"policy/placement-policy"}
+    assert ("shop/web-0", "n1") in found["policy/placement-policy"]
+    reason = report.violations[0].reason
+    assert reason.startswith(f"policy/placement-policy: PlacementPolicy shop/p: {failed}")
+
+
+def test_the_deprecated_weighted_form_and_an_invalid_specification_are_reported():
+    report = _audit(
+        cn("n1"),
+        _web("old-0", "n1", **{"berth.dev/affinity": {"cache": 2}}),
+        _web("bad-0", "n1", **{"berth.dev/locality": {"near": 3}}),
+    )
+    assert [n.pod for n in report.deprecated] == ["shop/old-0"]
+    assert "deprecated" in report.deprecated[0].message and "prefer_with_tag" in report.deprecated[0].message
+    assert [n.pod for n in report.invalid] == ["shop/bad-0"]
+    assert report.invalid[0].message.startswith("annotation berth.dev/locality: near")
+    assert report.violations == [] and not report.clean
+
+
+def test_a_clean_cluster_has_no_finding_and_pending_pods_are_not_audited():
+    report = _audit(
+        cn("n1"),
+        _web("web-0", "n1", **{"berth.dev/affinity": {"prefer_with_tag": ["cache"]}}),
+        vm("pending", namespace="shop", annotations={"berth.dev/affinity": {"require_with_tag": ["x"]}}),
+    )
+    assert report.clean and report.checked == 1
+
+
+def test_policy_counts_are_the_governed_bound_pods_and_those_the_policy_refuses_where_they_are():
+    v = _view(
+        cn("n1"),
+        cn("n2"),
+        policy("one", {"type": "ONE_PER_HOST"}, {APP: "web"}),
+        _web("web-0", "n1"),
+        _web("web-1", "n1"),
+        _web("web-2", "n2"),
+        vm("db-0", namespace="shop", node="n1", labels={APP: "db"}),
+    )
+    counts = policy_counts(v, v.policy("shop", "one"), compile_pod)
+    assert (counts.governed, counts.violating) == (3, 2)
+    assert len(list(v.pods())) == 4  # every pod is back in the view
+
+
+# -- the command ---------------------------------------------------------------------------------------
+def _write(tmp_path, name: str, *objects: dict[str, Any]) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(objects))
+    return str(path)
+
+
+def _two_per_node(tmp_path) -> str:
+    return _write(
+        tmp_path,
+        "cluster.yaml",
+        k8s_list(
+            cn("n1"),
+            cn("n2"),
+            cn("n3"),
+            cn("n4"),
+            _web("web-0", "n1"),
+            _web("web-1", "n1"),
+            _web("web-2", "n2"),
+            _web("web-3", "n2"),
+            _web("web-4", "n3"),
+        ),
+    )
+
+
+def test_the_what_if_of_a_policy_shows_the_three_running_pods_it_would_break(tmp_path, capsys):
+    cluster = _two_per_node(tmp_path)
+    assert main(["audit", "--cluster", cluster]) == 0
+    assert capsys.readouterr().out.startswith("clean: 0 pod(s) checked")
+    spread = _write(tmp_path, "spread.yaml", policy("spread", {"type": "ONE_PER_HOST"}, {APP: "web"}))
+    code = main(["audit", "--cluster", cluster, "--policy", spread, "--output", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["checked"] == 5
+    pairs = sorted((v["pod"], v["node"]) for v in out["violations"]["policy/placement-policy"])
+    # Each pod of a pair sees the other: both break ONE_PER_HOST; web-4 alone on n3 does not.
+    assert pairs == [
+        ("shop/web-0", "n1"),
+        ("shop/web-1", "n1"),
+        ("shop/web-2", "n2"),
+        ("shop/web-3", "n2"),
+    ]
+    assert out["refusedOnReschedule"] == []  # n4 would take any of them
+
+
+def test_the_what_if_with_three_violators_prints_them_grouped_by_rule(tmp_path, capsys):
+    cluster = _write(
+        tmp_path,
+        "cluster.yaml",
+        k8s_list(
+            cn("n1"),
+            cn("n2", labels={"tag.berth.dev/ssd": ""}),
+            _web("web-0", "n1"),
+            _web("web-1", "n1"),
+            _web("web-2", "n1"),
+            _web("web-3", "n2"),
+        ),
+    )
+    ssd = _write(tmp_path, "ssd.yaml", policy("ssd", {"type": "MATCH_TAG", "tag": "ssd"}, {APP: "web"}))
+    assert main(["audit", "--cluster", cluster, "--policy", ssd]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "3 finding(s) in 4 pod(s) checked"
+    assert "  policy/placement-policy (3)" in out
+    for name in ("web-0", "web-1", "web-2"):
+        assert f"    shop/{name} on n1: policy/placement-policy: PlacementPolicy shop/ssd: MATCH_TAG" in out
+    assert "web-3" not in out
+
+
+def test_the_what_if_of_a_configuration_counts_capacity_with_its_ratios(tmp_path, capsys):
+    big = {"berth.dev/affinity": {"prefer_with_tag": ["x"]}}
+    cluster = _write(
+        tmp_path,
+        "cluster.yaml",
+        k8s_list(
+            cn("n1", memory="8Gi"),
+            vm("a", namespace="shop", node="n1", memory="5Gi", annotations=big),
+            vm("b", namespace="shop", node="n1", memory="5Gi", annotations=big),
+        ),
+    )
+    # Placed by hand: 10 GiB of limits on 8 GiB, which the default RAM ratio (1.0) does not promise.
+    assert main(["audit", "--cluster", cluster, "--output", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["violations"]) == {"alloc/hard-filter-min-ram"}
+    assert len(out["violations"]["alloc/hard-filter-min-ram"]) == 2
+    loose = tmp_path / "config.yaml"
+    loose.write_text("defaults:\n  overprovision_ratio_ram: 1.5\n")
+    assert main(["audit", "--cluster", cluster, "--config", str(loose)]) == 0
+    assert capsys.readouterr().out.startswith("clean: 2 pod(s) checked")
+
+
+def test_a_bare_policy_tree_is_refused_by_the_what_if_naming_the_file(tmp_path, capsys):
+    cluster = _two_per_node(tmp_path)
+    tree = _write(tmp_path, "tree.yaml", {"type": "ONE_PER_HOST"})
+    assert main(["audit", "--cluster", cluster, "--policy", tree]) == 2
+    assert "tree.yaml: a bare policy tree is not a PlacementPolicy object" in capsys.readouterr().err
+
+
+def test_an_invalid_policy_is_bad_input(tmp_path, capsys):
+    cluster = _two_per_node(tmp_path)
+    bad = _write(tmp_path, "bad.yaml", policy("bad", {"type": "MAX_N_PER_HOST", "max": 0}, {APP: "web"}))
+    assert main(["audit", "--cluster", cluster, "--policy", bad]) == 2
+    assert "bad.yaml: PlacementPolicy shop/bad: spec.policy.max" in capsys.readouterr().err
+
+
+def test_namespace_limits_the_audit_to_the_pods_of_that_namespace(tmp_path, capsys):
+    broken = {"berth.dev/affinity": {"require_with_tag": ["gone"]}}
+    cluster = _write(
+        tmp_path,
+        "cluster.yaml",
+        k8s_list(
+            cn("n1"),
+            vm("a", namespace="shop", node="n1", annotations=broken),
+            vm("b", namespace="etl", node="n1", annotations=broken),
+        ),
+    )
+    assert main(["audit", "--cluster", cluster, "--namespace", "etl", "--output", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["checked"] == 1 and [r["pod"] for r in out["refusedOnReschedule"]] == ["etl/b"]
