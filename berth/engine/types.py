@@ -316,6 +316,20 @@ class Decision:
             return self._ledger.scores()
         return {n.name: n.score for n in self.nodes if n.candidate and n.score is not None}
 
+    def outcome(self) -> Decision:
+        """The decision without its per-node results and trace: what is worth keeping once it has been
+        answered (a ledger over thousands of nodes is large)."""
+        return Decision(
+            pod=self.pod,
+            chosen=self.chosen,
+            error=self.error,
+            events=self.events,
+            chain=self.chain,
+            seed=self.seed,
+            had_no_choice=self.had_no_choice,
+            summary=self.summary,
+        )
+
     def _key(self) -> tuple:
         return (self.pod, self.chosen, self.error, self.nodes, self.events, self.steps, self.chain, self.seed)
 

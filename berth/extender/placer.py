@@ -97,8 +97,10 @@ class Placer:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, pod: Pod, decision: Decision) -> Remembered:
+        """Keep what bind needs of a decision (the chosen node, the summary, the events), not its
+        per-node ledger: thousands of remembered ledgers over thousands of nodes would be gigabytes."""
         key = pod.uid or pod.key
-        remembered = self._decisions[key] = Remembered(pod, decision)
+        remembered = self._decisions[key] = Remembered(pod, decision.outcome())
         self._decisions.move_to_end(key)
         while len(self._decisions) > DECISION_CACHE:
             self._decisions.popitem(last=False)
@@ -129,13 +131,13 @@ class Placer:
             return False
         return not any(p.reads_session for p in view.policies_for(remembered.pod))
 
-    def _decide(self, pod: Pod, names: list[str]) -> Remembered:
+    def _decide(self, pod: Pod, names: list[str]) -> tuple[Remembered, Decision]:
         decision = decide(pod, self.cluster.view, self.online, candidates=names, seed=seed_for(pod))
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
         )
         self.observe(outcome)
-        return self._remember(pod, decision)
+        return self._remember(pod, decision), decision
 
     async def _warn_once(self, pod: Pod, decision: Decision) -> None:
         refusals = ("FailedPlacement", "InvalidPlacementSpec")  # recorded by _refused, rate-limited
@@ -171,8 +173,7 @@ class Placer:
             return wire.ExtenderFilterResult(
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(names, reason)
             )
-        remembered = self._decide(pod, names)
-        decision = remembered.decision
+        remembered, decision = self._decide(pod, names)
         await self._warn_once(pod, decision)
         if decision.error is not None and decision.error.code == 400:
             await self._refused(pod, decision)
@@ -199,12 +200,8 @@ class Placer:
             pod = pod_from_k8s(args.pod)
         except BerthError:
             return [wire.HostPriority(host=n, score=0) for n in names]
-        remembered = self._recall(pod.uid, pod.key)
-        if remembered is None or not (
-            set(names) <= set(remembered.decision.candidate_names()) and remembered.decision.chosen in names
-        ):
-            remembered = self._decide(pod, names)
-        decision = remembered.decision
+        # Only configurations without berth's filter call this with several nodes: decide here.
+        remembered, decision = self._decide(pod, names)
         priorities = to_priorities(decision, names)
         if decision.chosen:
             self.cluster.reserve(pod, decision.chosen)
