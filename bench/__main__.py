@@ -103,6 +103,31 @@ def run_e2e(nodes: int, pods: int, scenarios: list[str], results: dict[str, Any]
     results["e2e"] = {"rows": rows, "ratios": ratios, "cpu": cpu, "versions": versions}
 
 
+def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any]) -> None:
+    from bench import e2e
+
+    rows, ratios, versions = e2e.scale(sizes, new=new)
+    title = f"Scale: {new} new pods among pods already bound, {e2e.SCALE_GROUPS} groups ({versions})"
+    print(table(title, e2e.SCALE_HEADERS, rows))
+    print(
+        table(
+            "Scale: ratios (berth-scheduler / kube-scheduler's pod anti-affinity)",
+            e2e.SCALE_RATIO_HEADERS,
+            ratios,
+        )
+    )
+    results["scale"] = {"rows": rows, "ratios": ratios, "versions": versions}
+
+
+def _scale_sizes(value: str) -> list[tuple[int, int]]:
+    """ "500x5000,5000x25000" -> [(500, 5000), (5000, 25000)]: nodes x pods already bound."""
+    sizes = []
+    for part in value.split(","):
+        nodes, _, existing = part.strip().partition("x")
+        sizes.append((int(nodes), int(existing)))
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["generate"]:
@@ -116,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--e2e-scenarios", default="baseline,spread,pack", help="comma-separated: baseline, spread, pack"
     )
+    parser.add_argument(
+        "--e2e-scale",
+        metavar="NxM,...",
+        help="scale runs of the e2e part: N nodes with M pods already bound (default 500x5000,5000x25000; "
+        "quick 30x300; none to skip)",
+    )
+    parser.add_argument("--e2e-new", type=int, help="new pods per scale run (default 1000; quick 100)")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args(argv)
     only = [p.strip() for p in args.only.split(",") if p.strip()]
@@ -143,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     if "e2e" in only:
         nodes = args.e2e_nodes or (30 if quick else 500)
         pods = args.e2e_pods or (100 if quick else 2000)
-        run_e2e(nodes, pods, [x.strip() for x in args.e2e_scenarios.split(",") if x.strip()], results)
+        classic = [x.strip() for x in args.e2e_scenarios.split(",") if x.strip() and x.strip() != "none"]
+        if classic:
+            run_e2e(nodes, pods, classic, results)
+        scale = args.e2e_scale or ("30x300" if quick else "500x5000,5000x25000")
+        if scale != "none":
+            run_scale(_scale_sizes(scale), args.e2e_new or (100 if quick else 1000), results)
     print(f"total {time.perf_counter() - started:.1f} s")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

@@ -334,3 +334,227 @@ def run(
         berth, kube = rates[(scenario, "berth-scheduler")], rates[(scenario, "default-scheduler")]
         ratios.append([scenario, berth, kube, berth / kube if kube else math.nan])
     return rows, ratios, cpu, f"kube-scheduler {version}"
+
+
+# -- scale: new pods among many pods already bound ---------------------------------------------------
+SCALE_HEADERS = [
+    "nodes",
+    "existing",
+    "new",
+    "scheduler",
+    "rule",
+    "bound",
+    "pods/s",
+    "violations",
+    "kube-scheduler ms/pod",
+    "berth serve ms/pod",
+    "kube-apiserver ms/pod",
+    "etcd ms/pod",
+]
+SCALE_RATIO_HEADERS = ["nodes", "existing", "new", "berth pods/s", "kube-scheduler pods/s", "ratio"]
+SCALE_GROUPS = 50
+SCALE_RUNS = (("default-scheduler", "anti-affinity"), ("berth-scheduler", "require_without_tag"))
+
+
+def _existing(i: int, nodes: int, namespace: str, scheduler: str, rule: str) -> dict[str, Any]:
+    """Existing pod i, bound at creation (nodeName) to a node no other pod of its group holds: group
+    g's pods sit on a run of consecutive nodes starting at g x nodes / groups."""
+    group = i % SCALE_GROUPS
+    within = i // SCALE_GROUPS
+    node = (group * nodes // SCALE_GROUPS + within) % nodes
+    body = _pod(f"e-{i:06d}", namespace, scheduler, f"g{group}", rule)
+    body["spec"]["nodeName"] = f"node-{node:04d}"
+    return body
+
+
+async def _count(api: Api, namespace: str) -> int:
+    """Pods left in the namespace (a paged list; the API server counts remaining items)."""
+    page = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
+    left = (page.get("metadata") or {}).get("remainingItemCount") or 0
+    return len(page.get("items") or []) + left
+
+
+def violations(pods: list[dict[str, Any]]) -> int:
+    """New pods that share a node with another pod of their group (existing or new)."""
+    holders: dict[tuple[str, str], int] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if node:
+            key = (node, p["metadata"]["labels"][GROUP_LABEL])
+            holders[key] = holders.get(key, 0) + 1
+    return sum(
+        1
+        for p in pods
+        if p["metadata"]["name"].startswith("p-")
+        and (node := (p.get("spec") or {}).get("nodeName"))
+        and holders[(node, p["metadata"]["labels"][GROUP_LABEL])] > 1
+    )
+
+
+async def scale_run(
+    api: Api,
+    start_scheduler: Any,
+    run: tuple[str, str],
+    *,
+    nodes: int,
+    existing: int,
+    new: int,
+    timeout: float,
+    processes: dict[str, int],
+) -> list[Any]:
+    scheduler, rule = run
+    namespace = f"scale-{nodes}-{existing}-{scheduler}"
+    await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    # The pods already there carry the rule in the words of the scheduler under test only, so neither
+    # scheduler pays for the other's rule.
+    await api.each(
+        [("POST", path, _existing(i, nodes, namespace, scheduler, rule), False) for i in range(existing)]
+    )
+    # New pods: the same groups, each must avoid the nodes of its own group.
+    bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
+    await api.each([("POST", path, b, False) for b in bodies])
+    listed = await api.call("GET", f"{path}?limit=1")
+    since = listed["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + timeout
+    watcher = asyncio.create_task(watch_bindings_matching(api, namespace, new, since, deadline, prefix="p-"))
+    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    proc = await asyncio.to_thread(start_scheduler, scheduler)
+    try:
+        bound = await watcher
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+        used["kube-scheduler"] = cpu_seconds(proc.pid)
+    finally:
+        await asyncio.to_thread(_stop, proc)
+    times = sorted(bound.values())
+    first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
+    rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
+    pods: list[dict[str, Any]] = []
+    params: dict[str, str] = {"limit": "5000"}
+    while True:
+        page = await api.call("GET", f"{path}?" + "&".join(f"{k}={v}" for k, v in params.items()))
+        pods += page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            break
+        params["continue"] = token
+    broken = violations(pods)
+    await api.call("DELETE", f"{path}?gracePeriodSeconds=0", {"gracePeriodSeconds": 0})
+    while await _count(api, namespace):
+        await asyncio.sleep(1)
+    print(
+        f"[bench] scale {nodes}/{existing}/{new} {scheduler}: {len(times)}/{new} bound, {rate:.1f} pods/s, "
+        f"{broken} violations",
+        file=sys.stderr,
+        flush=True,
+    )
+    per_pod = [used[k] / new * 1000 for k in ("kube-scheduler", "berth serve", "kube-apiserver", "etcd")]
+    return [nodes, existing, new, scheduler, rule, len(times), rate, broken, *per_pod]
+
+
+async def watch_bindings_matching(
+    api: Api, namespace: str, count: int, since: str, deadline: float, *, prefix: str
+) -> dict[str, float]:
+    bound: dict[str, float] = {}
+    params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": "600"}
+    while len(bound) < count and time.monotonic() < deadline:
+        try:
+            async with api.client.stream(
+                "GET", f"/api/v1/namespaces/{namespace}/pods", params=params, timeout=None
+            ) as response:
+                async for line in response.aiter_lines():
+                    if not line:
+                        continue
+                    obj = json.loads(line).get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    params["resourceVersion"] = meta.get("resourceVersion", since)
+                    name = meta.get("name") or ""
+                    if (
+                        name.startswith(prefix)
+                        and (obj.get("spec") or {}).get("nodeName")
+                        and name not in bound
+                    ):
+                        bound[name] = time.monotonic()
+                        if len(bound) >= count:
+                            break
+                    if time.monotonic() >= deadline:
+                        break
+        except (httpx.HTTPError, json.JSONDecodeError):
+            await asyncio.sleep(0.2)
+    return bound
+
+
+def scale(
+    sizes: list[tuple[int, int]], *, new: int = 1000, timeout: float = 1200
+) -> tuple[list[list[Any]], list[list[Any]], str]:
+    """For each (nodes, existing): a control plane of its own, the built-in rule's run first, then
+    berth's, each with `new` pods to place among `existing` pods already bound."""
+    rows: list[list[Any]] = []
+    version = "?"
+    for nodes, existing in sizes:
+        size_rows, version = _scale_size(nodes, existing, new, timeout)
+        rows += size_rows
+    ratios = []
+    for nodes, existing in sizes:
+        rates = {r[3]: r[6] for r in rows if r[0] == nodes and r[1] == existing}
+        berth, kube = rates.get("berth-scheduler", math.nan), rates.get("default-scheduler", math.nan)
+        ratios.append([nodes, existing, new, berth, kube, berth / kube if kube else math.nan])
+    return rows, ratios, f"kube-scheduler {version}"
+
+
+def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[list[list[Any]], str]:
+    cp = ControlPlane()
+    cp.start()
+    extender: subprocess.Popen | None = None
+    try:
+        assert cp.logs is not None and cp.workdir is not None
+        version = cp.versions().get("kube-scheduler", "?")
+        port = free_port()
+        log = cp.logs / "berth-extender.log"
+        argv = [sys.executable, "-m", "berth.cli", "serve", "--kubeconfig", str(cp.kubeconfig)]
+        extender = subprocess.Popen(
+            [*argv, "--port", str(port), "--log-level", "warning"],
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        configs = {
+            "default-scheduler": ControlPlane.scheduler_config("default-scheduler", extra_yaml=QPS),
+            "berth-scheduler": _berth_scheduler_config(port),
+        }
+
+        def start_scheduler(name: str) -> subprocess.Popen:
+            return cp.start_scheduler(configs[name], name=name, verbosity=1)
+
+        async def main() -> list[list[Any]]:
+            api = Api(cp)
+            try:
+                await create_nodes(api, nodes)
+                assert extender is not None and cp.workdir is not None
+                await asyncio.to_thread(_wait_extender, port, extender, nodes, log)
+                processes = {
+                    "berth serve": extender.pid,
+                    "kube-apiserver": _pid_of(f"--cert-dir={cp.workdir / 'apiserver-certs'}"),
+                    "etcd": _pid_of(f"--data-dir={cp.workdir / 'etcd-data'}"),
+                }
+                return [
+                    await scale_run(
+                        api,
+                        start_scheduler,
+                        run,
+                        nodes=nodes,
+                        existing=existing,
+                        new=new,
+                        timeout=timeout,
+                        processes=processes,
+                    )
+                    for run in SCALE_RUNS
+                ]
+            finally:
+                await api.close()
+
+        return asyncio.run(main()), version
+    finally:
+        if extender is not None:
+            _stop(extender)
+        cp.stop()
