@@ -148,9 +148,10 @@ async def create_nodes(api: Api, count: int) -> None:
 
 
 async def watch_bindings(
-    api: Api, namespace: str, count: int, since: str, deadline: float
+    api: Api, namespace: str, count: int, since: str, deadline: float, *, prefix: str = ""
 ) -> dict[str, float]:
-    """Pod name -> when it was first seen bound, until `count` are bound or the deadline passes."""
+    """Pod name (of the pods named `prefix`...) -> when it was first seen bound, until `count` are bound
+    or the deadline passes."""
     bound: dict[str, float] = {}
     params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": "600"}
     while len(bound) < count and time.monotonic() < deadline:
@@ -165,7 +166,12 @@ async def watch_bindings(
                     obj = event.get("object") or {}
                     name = (obj.get("metadata") or {}).get("name")
                     params["resourceVersion"] = (obj.get("metadata") or {}).get("resourceVersion", since)
-                    if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                    if (
+                        name
+                        and name.startswith(prefix)
+                        and (obj.get("spec") or {}).get("nodeName")
+                        and name not in bound
+                    ):
                         bound[name] = time.monotonic()
                         if len(bound) >= count:
                             break
@@ -274,48 +280,66 @@ def _wait_extender(port: int, proc: subprocess.Popen, nodes: int, log: Path, tim
     raise RuntimeError(f"berth serve did not see {nodes} nodes: {log.read_text()[-2000:]}")
 
 
+class Harness:
+    """A control plane of its own, `berth serve` watching it, and both schedulers' configurations."""
+
+    def __init__(self) -> None:
+        self.cp = ControlPlane()
+        self.cp.start()
+        self.extender: subprocess.Popen | None = None
+        try:
+            assert self.cp.logs is not None
+            self.version = self.cp.versions().get("kube-scheduler", "?")
+            self.port = free_port()
+            self.log = self.cp.logs / "berth-extender.log"
+            argv = [sys.executable, "-m", "berth.cli", "serve", "--kubeconfig", str(self.cp.kubeconfig)]
+            self.extender = subprocess.Popen(
+                [*argv, "--port", str(self.port), "--log-level", "warning"],
+                stdout=self.log.open("w"),
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        except BaseException:
+            self.stop()
+            raise
+        self.configs = {
+            "default-scheduler": ControlPlane.scheduler_config("default-scheduler", extra_yaml=QPS),
+            "berth-scheduler": _berth_scheduler_config(self.port),
+        }
+
+    def start_scheduler(self, name: str) -> subprocess.Popen:
+        return self.cp.start_scheduler(self.configs[name], name=name, verbosity=1)
+
+    async def prepare(self, api: Api, nodes: int) -> dict[str, int]:
+        """Create the nodes, wait until berth sees them all; the pids whose CPU a run counts."""
+        await create_nodes(api, nodes)
+        assert self.extender is not None and self.cp.workdir is not None
+        await asyncio.to_thread(_wait_extender, self.port, self.extender, nodes, self.log)
+        return {
+            "berth serve": self.extender.pid,
+            "kube-apiserver": _pid_of(f"--cert-dir={self.cp.workdir / 'apiserver-certs'}"),
+            "etcd": _pid_of(f"--data-dir={self.cp.workdir / 'etcd-data'}"),
+        }
+
+    def stop(self) -> None:
+        if self.extender is not None:
+            _stop(self.extender)
+        self.cp.stop()
+
+
 def run(
     *, nodes: int, pods: int, scenarios: tuple[str, ...] = SCENARIOS, timeout: float = 900
 ) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], str]:
-    cp = ControlPlane()
-    cp.start()
-    extender: subprocess.Popen | None = None
+    harness = Harness()
     try:
-        assert cp.logs is not None
-        versions = cp.versions()
-        version = versions.get("kube-scheduler", "?")
-        port = free_port()
-        log = cp.logs / "berth-extender.log"
-        argv = [sys.executable, "-m", "berth.cli", "serve", "--kubeconfig", str(cp.kubeconfig)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        extender = subprocess.Popen(
-            [*argv, "--port", str(port), "--log-level", "warning"],
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        configs = {
-            "default-scheduler": ControlPlane.scheduler_config("default-scheduler", extra_yaml=QPS),
-            "berth-scheduler": _berth_scheduler_config(port),
-        }
-
-        def start_scheduler(name: str) -> subprocess.Popen:
-            return cp.start_scheduler(configs[name], name=name, verbosity=1)
 
         async def main() -> list[list[Any]]:
-            api = Api(cp)
+            api = Api(harness.cp)
             try:
-                await create_nodes(api, nodes)
-                await asyncio.to_thread(_wait_extender, port, extender, nodes, log)
-                assert cp.workdir is not None and extender is not None
-                processes = {
-                    "berth serve": extender.pid,
-                    "kube-apiserver": _pid_of(f"--cert-dir={cp.workdir / 'apiserver-certs'}"),
-                    "etcd": _pid_of(f"--data-dir={cp.workdir / 'etcd-data'}"),
-                }
+                processes = await harness.prepare(api, nodes)
                 runs = [r for r in RUNS if r[0] in scenarios]
                 return [
-                    await one_run(api, start_scheduler, r, i, nodes, pods, timeout, processes)
+                    await one_run(api, harness.start_scheduler, r, i, nodes, pods, timeout, processes)
                     for i, r in enumerate(runs)
                 ]
             finally:
@@ -323,9 +347,7 @@ def run(
 
         results = asyncio.run(main())
     finally:
-        if extender is not None:
-            _stop(extender)
-        cp.stop()
+        harness.stop()
     rows = [row for row, _ in results]
     cpu = [used for _, used in results]
     rates = {(r[0], r[1]): r[5] for r in rows}
@@ -333,7 +355,7 @@ def run(
     for scenario in scenarios:
         berth, kube = rates[(scenario, "berth-scheduler")], rates[(scenario, "default-scheduler")]
         ratios.append([scenario, berth, kube, berth / kube if kube else math.nan])
-    return rows, ratios, cpu, f"kube-scheduler {version}"
+    return rows, ratios, cpu, f"kube-scheduler {harness.version}"
 
 
 # -- scale: new pods among many pods already bound ---------------------------------------------------
@@ -417,7 +439,7 @@ async def scale_run(
     listed = await api.call("GET", f"{path}?limit=1")
     since = listed["metadata"]["resourceVersion"]
     deadline = time.monotonic() + timeout
-    watcher = asyncio.create_task(watch_bindings_matching(api, namespace, new, since, deadline, prefix="p-"))
+    watcher = asyncio.create_task(watch_bindings(api, namespace, new, since, deadline, prefix="p-"))
     before = {name: cpu_seconds(pid) for name, pid in processes.items()}
     proc = await asyncio.to_thread(start_scheduler, scheduler)
     try:
@@ -452,38 +474,6 @@ async def scale_run(
     return [nodes, existing, new, scheduler, rule, len(times), rate, broken, *per_pod]
 
 
-async def watch_bindings_matching(
-    api: Api, namespace: str, count: int, since: str, deadline: float, *, prefix: str
-) -> dict[str, float]:
-    bound: dict[str, float] = {}
-    params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": "600"}
-    while len(bound) < count and time.monotonic() < deadline:
-        try:
-            async with api.client.stream(
-                "GET", f"/api/v1/namespaces/{namespace}/pods", params=params, timeout=None
-            ) as response:
-                async for line in response.aiter_lines():
-                    if not line:
-                        continue
-                    obj = json.loads(line).get("object") or {}
-                    meta = obj.get("metadata") or {}
-                    params["resourceVersion"] = meta.get("resourceVersion", since)
-                    name = meta.get("name") or ""
-                    if (
-                        name.startswith(prefix)
-                        and (obj.get("spec") or {}).get("nodeName")
-                        and name not in bound
-                    ):
-                        bound[name] = time.monotonic()
-                        if len(bound) >= count:
-                            break
-                    if time.monotonic() >= deadline:
-                        break
-        except (httpx.HTTPError, json.JSONDecodeError):
-            await asyncio.sleep(0.2)
-    return bound
-
-
 def scale(
     sizes: list[tuple[int, int]], *, new: int = 1000, timeout: float = 1200
 ) -> tuple[list[list[Any]], list[list[Any]], str]:
@@ -503,44 +493,17 @@ def scale(
 
 
 def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[list[list[Any]], str]:
-    cp = ControlPlane()
-    cp.start()
-    extender: subprocess.Popen | None = None
+    harness = Harness()
     try:
-        assert cp.logs is not None and cp.workdir is not None
-        version = cp.versions().get("kube-scheduler", "?")
-        port = free_port()
-        log = cp.logs / "berth-extender.log"
-        argv = [sys.executable, "-m", "berth.cli", "serve", "--kubeconfig", str(cp.kubeconfig)]
-        extender = subprocess.Popen(
-            [*argv, "--port", str(port), "--log-level", "warning"],
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        configs = {
-            "default-scheduler": ControlPlane.scheduler_config("default-scheduler", extra_yaml=QPS),
-            "berth-scheduler": _berth_scheduler_config(port),
-        }
-
-        def start_scheduler(name: str) -> subprocess.Popen:
-            return cp.start_scheduler(configs[name], name=name, verbosity=1)
 
         async def main() -> list[list[Any]]:
-            api = Api(cp)
+            api = Api(harness.cp)
             try:
-                await create_nodes(api, nodes)
-                assert extender is not None and cp.workdir is not None
-                await asyncio.to_thread(_wait_extender, port, extender, nodes, log)
-                processes = {
-                    "berth serve": extender.pid,
-                    "kube-apiserver": _pid_of(f"--cert-dir={cp.workdir / 'apiserver-certs'}"),
-                    "etcd": _pid_of(f"--data-dir={cp.workdir / 'etcd-data'}"),
-                }
+                processes = await harness.prepare(api, nodes)
                 return [
                     await scale_run(
                         api,
-                        start_scheduler,
+                        harness.start_scheduler,
                         run,
                         nodes=nodes,
                         existing=existing,
@@ -553,8 +516,6 @@ def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[li
             finally:
                 await api.close()
 
-        return asyncio.run(main()), version
+        return asyncio.run(main()), harness.version
     finally:
-        if extender is not None:
-            _stop(extender)
-        cp.stop()
+        harness.stop()
