@@ -122,10 +122,14 @@ def serve(
     offline: Pipeline,
     cluster_file: str | None = None,
     kubeconfig: str | None = None,
+    context: str | None = None,
     certfile: str | None = None,
     keyfile: str | None = None,
     log_level: str = "info",
 ) -> None:
+    # Before the event loop: a bad kubeconfig, context or credential plugin is one line, at once.
+    creds = None if cluster_file else load_credentials(kubeconfig, context)
+
     async def main() -> None:
         live: LiveCluster | None = None
         if cluster_file:
@@ -135,7 +139,8 @@ def serve(
             gc.freeze()
             placer = Placer(cluster, online=online, offline=offline, binder=_no_binding, recorder=_log_events)
         else:
-            client = KubeClient(load_credentials(kubeconfig))
+            assert creds is not None
+            client = KubeClient(creds)
             live = LiveCluster(client)
             placer = Placer(
                 live, online=online, offline=offline, binder=api_binder(client), recorder=api_recorder(client)
