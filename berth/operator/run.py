@@ -18,6 +18,7 @@ from berth.operator import handlers  # noqa: F401  (registers the handlers)
 from berth.operator.certs import self_signed
 
 WEBHOOK_NAME = "berth.dev"
+LOGIN_RETRY_SECONDS = 10
 TOKEN_FILE_RELOGIN = 300  # seconds: kopf logs in again this often with a token file, to see it rotate
 
 
@@ -113,8 +114,9 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
         try:
             creds = first.pop() if first else load_credentials(kubeconfig, context)
         except BerthError as exc:
+            # e.g. a credential plugin failing for a while: kopf tries the login again
             logger.error("login: %s", exc.message)
-            raise kopf.LoginError(exc.message) from None
+            raise kopf.TemporaryError(exc.message, delay=LOGIN_RETRY_SECONDS) from None
         return connection_info(creds)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
