@@ -1,21 +1,32 @@
 # The berth image: `berth serve` (the extender) and `berth operator`, as the chart runs them.
-#   docker build -t berth:0.1.0 .
-# Stage 1 builds berth's wheel and installs it, with the dependencies pinned in pyproject.toml, into a
-# virtualenv; stage 2 copies only that virtualenv onto a clean python:3.11-slim and runs as a non-root user.
+#   docker build -t berth:0.1.0 .          (or: buildah build / podman build, the same arguments)
+# Stage 1 installs the dependencies pinned in pyproject.toml into a virtualenv, then builds berth's wheel
+# and installs it there; stage 2 copies only that virtualenv onto a clean base and runs as a non-root user.
+# BASE: any image with Python 3.11 (`python` or `python3`, with venv) at the same path in both stages;
+# CI builds on a Debian bookworm root filesystem it makes itself (e2e/build-image.sh).
+ARG BASE=python:3.11-slim
 
-FROM python:3.11-slim AS build
-ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+FROM ${BASE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# The pinned dependencies first, in a layer of their own: a change to berth's code alone reuses it.
+# pip's download cache is a build cache mount: kept for the next build, never part of a layer.
+COPY pyproject.toml ./
+RUN --mount=type=cache,target=/root/.cache/pip \
+    "$(command -v python || command -v python3)" -m venv /opt/berth \
+    && /opt/berth/bin/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && /opt/berth/bin/pip install -r /tmp/requirements.txt
+COPY README.md ./
 COPY berth/ berth/
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
-    && python -m venv /opt/berth \
-    && /opt/berth/bin/pip install /wheels/berth-*.whl \
+RUN --mount=type=cache,target=/root/.cache/pip \
+    /opt/berth/bin/pip wheel --no-deps --wheel-dir /wheels . \
+    && /opt/berth/bin/pip install --no-deps /wheels/berth-*.whl \
+    && /opt/berth/bin/pip check \
     && /opt/berth/bin/berth --version
 
-FROM python:3.11-slim
+FROM ${BASE}
 LABEL org.opencontainers.image.title="berth" \
       org.opencontainers.image.description="Placement policies for Kubernetes: a scheduler extender and an operator" \
       org.opencontainers.image.licenses="Apache-2.0"

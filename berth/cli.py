@@ -37,22 +37,28 @@ def _exit_code(decisions: Sequence[Decision]) -> int:
     return EXIT_NO_FIT if 409 in codes else EXIT_PLACED
 
 
-def _pods_in(path: str) -> list[dict[str, Any]]:
-    pods = [p for p in (pod_template(obj) for obj in read_documents(path)) if p is not None]
+def _pods_in(path: str, namespace: str | None = None, default: str = "default") -> list[dict[str, Any]]:
+    """The pods of a file; those without a namespace are in `namespace` (-n, which the file must agree
+    with, as for `kubectl apply -n`), else in `default`."""
+    objects = [_in_namespace(obj, namespace, default, path) for obj in read_documents(path)]
+    pods = [p for p in (pod_template(obj) for obj in objects) if p is not None]
     if not pods:
         raise BerthError(f"{path}: no Pod or workload with a pod template found")
     return pods
 
 
-def _replicas_in(path: str, replicas: int | None) -> tuple[list[dict[str, Any]], bool]:
+def _replicas_in(
+    path: str, replicas: int | None, namespace: str | None = None, default: str = "default"
+) -> tuple[list[dict[str, Any]], bool]:
     """The pods to simulate: a workload's `replicas` (a Job's parallelism) named <name>-0, -1, ...,
     `replicas` copies of each object when given, else a Pod once; and whether any object was
-    expanded (the table then ends with a summary)."""
+    expanded (the table then ends with a summary). Objects without a namespace are in `namespace`
+    (-n, which the file must agree with, as for `kubectl apply -n`), else in `default`."""
     if replicas is not None and replicas < 1:
         raise BerthError(f"--replicas should be at least 1, found {replicas}")
     pods: list[dict[str, Any]] = []
     expanded = replicas is not None
-    for obj in read_documents(path):
+    for obj in (_in_namespace(o, namespace, default, path) for o in read_documents(path)):
         if pod_template(obj) is None:
             continue
         count = replicas if replicas is not None else replicas_of(obj)
@@ -73,13 +79,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for line in exc.errors:
             print(f"berth: {line}", file=sys.stderr)
         return EXIT_INVALID
-    snapshot = load_live_snapshot(args.kubeconfig) if args.live else load_snapshot(args.cluster)
+    snapshot = _source_snapshot(args)
     if policies is not None:
         # Like Drove's simulate-placement --placement-policy: these govern every simulated pod.
         snapshot.view.override_policies(policies)
     pipeline = build_pipeline(_allocator_config(args.config), offline=True)
     decisions = []
-    raws, expanded = _replicas_in(args.pod, args.replicas)
+    raws, expanded = _replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace)
     for i, raw in enumerate(raws):
         pod = pod_from_k8s(raw)
         if expanded:
@@ -121,7 +127,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"berth: {line}", file=sys.stderr)
         return EXIT_INVALID
     config = _allocator_config(args.config)
-    snapshot = load_live_snapshot(args.kubeconfig) if args.live else load_snapshot(args.cluster)
+    snapshot = _source_snapshot(args)
     for obj in policies:
         # As `kubectl apply` would: added to its namespace, or in place of the policy of that name.
         snapshot.view.upsert_policy(obj)
@@ -153,8 +159,8 @@ def _what_if_policies(paths: Sequence[str]) -> list[dict[str, Any]]:
 def cmd_explain(args: argparse.Namespace) -> int:
     from berth.extender.placer import seed_for
 
-    snapshot = load_live_snapshot(args.kubeconfig) if args.live else load_snapshot(args.cluster)
-    key = args.pod if "/" in args.pod else f"default/{args.pod}"
+    snapshot = _source_snapshot(args)
+    key = args.pod if "/" in args.pod else f"{args.namespace or snapshot.namespace}/{args.pod}"
     pod = snapshot.view.pod(key)
     if pod is None:
         raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
@@ -269,10 +275,36 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_live_snapshot(kubeconfig: str | None) -> Snapshot:
+def load_live_snapshot(kubeconfig: str | None, context: str | None = None) -> Snapshot:
+    """The cluster now, through the kubeconfig and context as kubectl would read them; names without
+    a namespace are in the context's namespace."""
+    from berth.cluster.kubeapi import load_credentials
     from berth.cluster.live import fetch_snapshot
 
-    return asyncio.run(fetch_snapshot(kubeconfig))
+    creds = load_credentials(kubeconfig, context)  # a bad kubeconfig or plugin fails here, in one line
+    snapshot = asyncio.run(fetch_snapshot(creds))
+    snapshot.namespace = creds.namespace
+    return snapshot
+
+
+def _source_snapshot(args: argparse.Namespace) -> Snapshot:
+    if args.live:
+        return load_live_snapshot(args.kubeconfig, args.context)
+    if args.kubeconfig or args.context:
+        raise BerthError("--kubeconfig and --context go with --live")
+    return load_snapshot(args.cluster)
+
+
+def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path: str) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        return obj  # the pod's own checks name what is wrong with it
+    if namespace and meta.get("namespace") and meta["namespace"] != namespace:
+        raise BerthError(
+            f"{path}: {obj.get('kind', 'object')} {meta.get('name', '')} is in namespace "
+            f"{meta['namespace']}, not {namespace} (as kubectl: the file and -n must agree)"
+        )
+    return {**obj, "metadata": {**meta, "namespace": meta.get("namespace") or namespace or default}}
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -288,6 +320,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         offline=build_pipeline(config, offline=True),
         cluster_file=args.cluster,
         kubeconfig=args.kubeconfig,
+        context=args.context,
         certfile=args.tls_cert,
         keyfile=args.tls_key,
         log_level=args.log_level,
@@ -337,7 +370,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
         manage_webhooks=args.manage_webhooks,
         liveness=args.liveness,
     )
-    run(options, kubeconfig=args.kubeconfig)
+    run(options, kubeconfig=args.kubeconfig, context=args.context)
     return 0
 
 
@@ -352,20 +385,42 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_cluster_source(parser: argparse.ArgumentParser) -> None:
-    """--cluster FILE or --live [--kubeconfig FILE]: where the offline commands read the cluster."""
+def add_kubeconfig_args(
+    parser: argparse.ArgumentParser, *, namespace: bool = False, live: bool = False
+) -> None:
+    """--kubeconfig FILE and --context NAME (and -n/--namespace NAME), taken as kubectl takes them: the
+    file, else $KUBECONFIG's files merged, else ~/.kube/config, else the pod's service account."""
+    where = "with --live: " if live else ""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help=f"{where}the kubeconfig (default: $KUBECONFIG, merged; ~/.kube/config; in a pod, its "
+        "service account)",
+    )
+    parser.add_argument("--context", metavar="NAME", help=f"{where}the kubeconfig context (default: current)")
+    if namespace:
+        parser.add_argument(
+            "-n",
+            "--namespace",
+            metavar="NAME",
+            help="namespace of names and pods that have none (default: the context's namespace with --live, "
+            "else default)",
+        )
+
+
+def _add_cluster_source(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+    """--cluster FILE or --live [--kubeconfig FILE --context NAME]: where the offline commands read the
+    cluster."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
     source.add_argument(
         "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
     )
-    parser.add_argument(
-        "--kubeconfig", metavar="FILE", help="with --live: the kubeconfig (default: $KUBECONFIG)"
-    )
+    add_kubeconfig_args(parser, namespace=namespace, live=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="berth", description="Placement policies for Kubernetes.")
+def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Placement policies for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"berth {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -438,7 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that allocator configuration were in force. Reads the cluster, changes nothing. Exit 0 when "
         "clean, 1 when anything is found, 2 for bad input.",
     )
-    _add_cluster_source(aud)
+    _add_cluster_source(aud, namespace=False)  # audit's -n takes several namespaces
     aud.add_argument(
         "--policy",
         action="append",
@@ -461,9 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
         "list+watch through the kubeconfig (or the pod's service account), or from a snapshot file.",
     )
     srv.add_argument("--cluster", metavar="FILE", help="serve from a snapshot file instead of a live cluster")
-    srv.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)"
-    )
+    add_kubeconfig_args(srv)
     srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     srv.add_argument("--port", type=int, default=8888)
     srv.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
@@ -495,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
         "governed pod count; serve the admission webhooks that refuse pods, workloads and policies with "
         "invalid berth specifications (HTTPS).",
     )
-    op.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    add_kubeconfig_args(op)
     op.add_argument("--namespace", action="append", default=[], help="watch only this namespace (repeatable)")
     peers = op.add_mutually_exclusive_group()
     peers.add_argument("--peering", default="berth", help="kopf peering name: several replicas, one active")
@@ -539,8 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "berth") -> int:
+    args = build_parser(prog).parse_args(argv)
     if args.command not in LONG_RUNNING and hasattr(signal, "SIGPIPE"):
         # `berth simulate ... | head` ends quietly. Never for the servers: a client that hangs up
         # mid-answer would kill them.

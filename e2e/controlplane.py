@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -42,6 +43,7 @@ E2E_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = E2E_DIR / "build-controlplane.sh"
 REQUIRED_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
 LOOPBACK = "127.0.0.1"
+TOKEN_USERS = ("berth-reader",)  # users of the API server's static token file
 
 
 class ControlPlaneError(RuntimeError):
@@ -124,6 +126,9 @@ class ControlPlane:
         self.server: str | None = None
         self.etcd_url: str | None = None
         self.apiserver_port: int | None = None
+        # Bearer tokens the API server accepts (--token-auth-file): user name -> token. These users
+        # have no permissions until a test binds a role to them.
+        self.tokens: dict[str, str] = {}
 
         self._procs: list[tuple[str, subprocess.Popen, object]] = []  # (name, proc, logfile)
         self._argv: dict[str, list[str]] = {}  # the flags each component was started with
@@ -156,6 +161,7 @@ class ControlPlane:
             self._atexit_registered = True
         try:
             self._make_certs()
+            self._write_tokens()
             for attempt in range(1, 4):
                 try:
                     self._start_etcd()
@@ -383,6 +389,7 @@ class ControlPlane:
             f"--etcd-servers={self.etcd_url}",
             "--authorization-mode=RBAC",
             f"--client-ca-file={d / 'ca.crt'}",
+            f"--token-auth-file={d / 'tokens.csv'}",
             f"--tls-cert-file={d / 'apiserver.crt'}",
             f"--tls-private-key-file={d / 'apiserver.key'}",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
@@ -408,6 +415,14 @@ class ControlPlane:
             *self._apiserver_extra,
         ]
         self._apiserver = self._spawn("kube-apiserver", argv)
+
+    def _write_tokens(self) -> None:
+        assert self.certs
+        self.tokens = {user: secrets.token_hex(16) for user in TOKEN_USERS}
+        lines = [f"{token},{user},uid-{user}" for user, token in self.tokens.items()]
+        path = self.certs / "tokens.csv"
+        path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o600)
 
     def _write_kubeconfig(self) -> None:
         assert self.workdir and self.certs

@@ -1,5 +1,5 @@
-"""The Dockerfile. No image is built here (there is no Docker engine); it is linted with hadolint and read
-for what the chart relies on: a non-root user, the `berth` entrypoint, berth installed from its wheel."""
+"""The Dockerfile, linted with hadolint and read for what the chart relies on: a non-root user, the `berth`
+entrypoint, berth installed from its wheel. e2e/test_image_e2e.py builds it (buildah) and runs it."""
 
 from __future__ import annotations
 
@@ -33,9 +33,11 @@ def test_hadolint_finds_nothing_in_the_dockerfile():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_image_is_built_in_two_stages_from_python_3_11_slim():
-    froms = [args for word, args in instructions() if word == "FROM"]
-    assert froms == ["python:3.11-slim AS build", "python:3.11-slim"]
+def test_the_image_is_built_in_two_stages_from_python_3_11_slim_by_default():
+    steps = instructions()
+    assert steps[0] == ("ARG", "BASE=python:3.11-slim")
+    froms = [args for word, args in steps if word == "FROM"]
+    assert froms == ["${BASE} AS build", "${BASE}"]
     assert "COPY --from=build /opt/berth /opt/berth" in [
         f"COPY {a}" for w, a in instructions() if w == "COPY"
     ]
@@ -43,8 +45,12 @@ def test_the_image_is_built_in_two_stages_from_python_3_11_slim():
 
 def test_berth_is_installed_from_its_wheel_with_the_pinned_dependencies():
     runs = " ".join(args for word, args in instructions() if word == "RUN")
+    # the pinned dependencies of pyproject.toml, then berth's wheel alone, then a check that they agree
+    assert "tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']" in runs
+    assert "pip install -r /tmp/requirements.txt" in runs
     assert "pip wheel --no-deps --wheel-dir /wheels ." in runs
-    assert "/opt/berth/bin/pip install /wheels/berth-*.whl" in runs
+    assert "/opt/berth/bin/pip install --no-deps /wheels/berth-*.whl" in runs
+    assert "/opt/berth/bin/pip check" in runs
     project = (ROOT / "pyproject.toml").read_text()
     dependencies = re.search(r"^dependencies = \[(.*?)^\]", project, re.S | re.M).group(1)
     pins = re.findall(r'"([^"]+)"', dependencies)

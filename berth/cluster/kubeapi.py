@@ -1,28 +1,22 @@
 """A small async client for the Kubernetes API: the strict point of cut-off between berth and the
-API server. Credentials come from a kubeconfig or from the pod's service account; requests go through
-one httpx.AsyncClient. Only what berth needs: get, list pages, watch lines, create."""
+API server. Credentials come from berth.cluster.credentials (a kubeconfig as kubectl reads it, or the
+pod's service account); requests go through one httpx.AsyncClient. Only what berth needs: get, list
+pages, watch lines, create."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
-import ssl
-import tempfile
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
-import yaml
 
+from berth.cluster.credentials import Credentials, load_credentials
 from berth.errors import BerthError
 
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-TOKEN_REREAD_SECONDS = 60  # projected tokens rotate; re-read the file regularly
+__all__ = ["OPENED", "ApiError", "Credentials", "KubeClient", "load_credentials"]
+
 OPENED = "BERTH_WATCH_OPENED"  # the first item of every watch: the stream is established
 
 
@@ -35,94 +29,6 @@ class ApiError(BerthError):
         self.reason = reason
 
 
-@dataclass
-class Credentials:
-    server: str
-    ssl_context: ssl.SSLContext | bool
-    token: str = ""
-    token_file: str = ""
-    namespace: str = "default"
-
-
-def _materialise(data_b64: str | None, path: str | None, base: Path, suffix: str) -> str | None:
-    """A file path for kubeconfig `*-data` (written 0600 to a temp file) or a relative `*` path."""
-    if data_b64:
-        fd, name = tempfile.mkstemp(prefix="berth-", suffix=suffix)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(base64.b64decode(data_b64))
-        return name
-    if path:
-        return str((base / path).resolve()) if not os.path.isabs(path) else path
-    return None
-
-
-def from_kubeconfig(path: str | None = None, context: str | None = None) -> Credentials:
-    path = path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or str(Path.home() / ".kube/config")
-    try:
-        config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise BerthError(f"kubeconfig {path}: {exc.strerror}") from exc
-    base = Path(path).resolve().parent
-    name = context or config.get("current-context")
-    ctx = next((c["context"] for c in config.get("contexts", []) if c.get("name") == name), None)
-    if ctx is None:
-        raise BerthError(f"kubeconfig {path}: no context {name!r}")
-    cluster = next(
-        (c["cluster"] for c in config.get("clusters", []) if c.get("name") == ctx.get("cluster")), {}
-    )
-    user = next((u["user"] for u in config.get("users", []) if u.get("name") == ctx.get("user")), {})
-    server = cluster.get("server")
-    if not server:
-        raise BerthError(f"kubeconfig {path}: cluster {ctx.get('cluster')!r} has no server")
-    verify: ssl.SSLContext | bool
-    if cluster.get("insecure-skip-tls-verify"):
-        verify = False
-    else:
-        verify = ssl.create_default_context()
-        ca = _materialise(
-            cluster.get("certificate-authority-data"), cluster.get("certificate-authority"), base, ".crt"
-        )
-        if ca:
-            verify.load_verify_locations(ca)
-    cert = _materialise(user.get("client-certificate-data"), user.get("client-certificate"), base, ".crt")
-    key = _materialise(user.get("client-key-data"), user.get("client-key"), base, ".key")
-    if cert and key:
-        if verify is False:
-            verify = ssl.create_default_context()
-            verify.check_hostname = False
-            verify.verify_mode = ssl.CERT_NONE
-        verify.load_cert_chain(cert, key)
-    return Credentials(
-        server=server.rstrip("/"),
-        ssl_context=verify,
-        token=user.get("token", ""),
-        token_file=user.get("tokenFile", ""),
-        namespace=ctx.get("namespace", "default"),
-    )
-
-
-def in_cluster() -> Credentials:
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if not host:
-        raise BerthError("not running in a cluster (KUBERNETES_SERVICE_HOST is unset); give --kubeconfig")
-    context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT / "ca.crt"))
-    namespace_file = SERVICE_ACCOUNT / "namespace"
-    return Credentials(
-        server=f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}",
-        ssl_context=context,
-        token_file=str(SERVICE_ACCOUNT / "token"),
-        namespace=namespace_file.read_text().strip() if namespace_file.exists() else "default",
-    )
-
-
-def load_credentials(kubeconfig: str | None = None) -> Credentials:
-    if kubeconfig:
-        return from_kubeconfig(kubeconfig)
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return in_cluster()
-    return from_kubeconfig(None)
-
-
 REQUESTS_IN_FLIGHT = 8  # besides the watches, each of which holds a connection of its own
 
 
@@ -131,14 +37,16 @@ class KubeClient:
         self, creds: Credentials, *, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
         self.creds = creds
-        self._token = creds.token
-        self._token_read = 0.0
         self._http = httpx.AsyncClient(
             base_url=creds.server,
             verify=creds.ssl_context,
             timeout=httpx.Timeout(timeout, read=None),
             transport=transport,
+            proxy=creds.proxy,
         )
+        # tls-server-name: the name the server's certificate is checked against, when not the URL's host
+        self._extensions = {"sni_hostname": creds.tls_server_name} if creds.tls_server_name else {}
+        self._refreshing = asyncio.Lock()
         # httpcore matches every waiting request against every pooled connection at each step: with
         # hundreds of requests at once (an event per placed pod) that costs more CPU than the requests.
         # A few at a time over kept-alive connections keeps it cheap; the rest wait their turn here.
@@ -147,13 +55,23 @@ class KubeClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    def _headers(self) -> dict[str, str]:
-        if self.creds.token_file and time.monotonic() - self._token_read > TOKEN_REREAD_SECONDS:
-            self._token = Path(self.creds.token_file).read_text().strip()
-            self._token_read = time.monotonic()
-        headers = {"Accept": "application/json"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+    async def _refresh(self, *, force: bool = False) -> None:
+        """Re-read the token file or run the exec plugin, off the event loop and once for all the
+        requests waiting on it; a failure is an ApiError like any other failure to reach the server."""
+        async with self._refreshing:
+            if force or self.creds.stale():
+                try:
+                    await asyncio.to_thread(self.creds.refresh, force=force)
+                except BerthError as exc:
+                    raise ApiError(exc.message, status=0, reason="Credentials") from None
+
+    async def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        if self.creds.stale():
+            await self._refresh()
+        headers = {"Accept": "application/json", **(extra or {})}
+        authorization = self.creds.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         return headers
 
     @staticmethod
@@ -174,20 +92,30 @@ class KubeClient:
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request; a transport failure (refused, reset, timeout) becomes an ApiError, so callers
         handle every failure of the API server in one way."""
-        try:
-            async with self._slots:
-                response = await self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise ApiError(f"{method} {path}: {type(exc).__name__}: {exc}", status=0) from exc
+        extra = kwargs.pop("headers", None)
+        for attempt in (1, 2):
+            headers = await self._headers(extra)
+            try:
+                async with self._slots:
+                    response = await self._http.request(
+                        method, path, headers=headers, extensions=self._extensions, **kwargs
+                    )
+            except httpx.TransportError as exc:
+                raise ApiError(f"{method} {path}: {type(exc).__name__}: {exc}", status=0) from exc
+            if response.status_code == 401 and attempt == 1 and self.creds.refreshable:
+                # As kubectl: a credential the server no longer takes is renewed once, then retried.
+                await self._refresh(force=True)
+                continue
+            break
         self._raise(response)
         return response
 
     async def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = await self._send("GET", path, params=params, headers=self._headers())
+        response = await self._send("GET", path, params=params)
         return orjson.loads(response.content)
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {**self._headers(), "Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json"}
         response = await self._send("POST", path, content=orjson.dumps(body), headers=headers)
         return orjson.loads(response.content) if response.content else {}
 
@@ -214,8 +142,9 @@ class KubeClient:
             "GET",
             path,
             params=dict(params, watch="true"),
-            headers=self._headers(),
+            headers=await self._headers(),
             timeout=httpx.Timeout(30.0, read=idle),
+            extensions=self._extensions,
         )
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that arrives
@@ -227,6 +156,8 @@ class KubeClient:
         try:
             if response.status_code >= 400:
                 await response.aread()
+                if response.status_code == 401 and self.creds.refreshable:
+                    await self._refresh(force=True)  # the caller's next watch goes with a new credential
                 self._raise(response)
             yield {"type": OPENED}
             async for line in response.aiter_lines():

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
-from berth.cluster.kubeapi import OPENED, ApiError, KubeClient
+from berth.cluster.kubeapi import OPENED, ApiError, Credentials, KubeClient
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot
 from berth.cluster.view import ClusterView
@@ -374,11 +374,9 @@ class LiveCluster:
             self.view.add_pod(msgspec.structs.replace(current, node_name=""))
 
 
-async def fetch_snapshot(kubeconfig: str | None = None) -> Snapshot:
+async def fetch_snapshot(creds: Credentials) -> Snapshot:
     """The cluster as it is now, read once (for `berth simulate --live`); writes nothing."""
-    from berth.cluster.kubeapi import load_credentials
-
-    client = KubeClient(load_credentials(kubeconfig))
+    client = KubeClient(creds)
     try:
         view = ClusterView()
         nodes, _ = await client.list_pages("/api/v1/nodes")

@@ -66,6 +66,7 @@ class Snapshot:
     view: ClusterView
     policies: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
+    namespace: str = "default"  # of names without one: a live cluster's is the kubeconfig context's
 
 
 def load_snapshot(path: str | Path) -> Snapshot:

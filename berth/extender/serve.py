@@ -125,12 +125,16 @@ def serve(
     offline: Pipeline,
     cluster_file: str | None = None,
     kubeconfig: str | None = None,
+    context: str | None = None,
     certfile: str | None = None,
     keyfile: str | None = None,
     log_level: str = "info",
     reservation_seconds: float = RESERVATION_SECONDS,
     placement_events: tuple[str, ...] = (),
 ) -> None:
+    # Before the event loop: a bad kubeconfig, context or credential plugin is one line, at once.
+    creds = None if cluster_file else load_credentials(kubeconfig, context)
+
     async def main() -> None:
         live: LiveCluster | None = None
         if cluster_file:
@@ -147,7 +151,8 @@ def serve(
                 placement_events=placement_events,
             )
         else:
-            client = KubeClient(load_credentials(kubeconfig))
+            assert creds is not None
+            client = KubeClient(creds)
             live = LiveCluster(client, reservation_seconds=reservation_seconds)
             placer = Placer(
                 live,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
-import os
 import secrets
 import tempfile
 from dataclasses import dataclass
@@ -12,10 +12,14 @@ from pathlib import Path
 
 import kopf
 
+from berth.cluster.credentials import Credentials, load_credentials
+from berth.errors import BerthError
 from berth.operator import handlers  # noqa: F401  (registers the handlers)
 from berth.operator.certs import self_signed
 
 WEBHOOK_NAME = "berth.dev"
+LOGIN_RETRY_SECONDS = 10
+TOKEN_FILE_RELOGIN = 300  # seconds: kopf logs in again this often with a token file, to see it rotate
 
 
 @dataclass(frozen=True)
@@ -74,19 +78,46 @@ def _webhook_server(options: OperatorOptions) -> kopf.WebhookServer:
     )
 
 
-def run(options: OperatorOptions, *, kubeconfig: str | None = None) -> None:
-    if kubeconfig:
-        os.environ["KUBECONFIG"] = kubeconfig
+def connection_info(creds: Credentials) -> kopf.ConnectionInfo:
+    """berth's credentials as kopf's: the same server, CA, client certificate, proxy, namespace and
+    Authorization header. kopf logs in again when `expiration` passes (an exec credential about to
+    expire, a token file that may have rotated) or when the API server answers 401."""
+    scheme, _, token = (creds.authorization() or "").partition(" ")
+    expiration = creds.expiration()
+    if expiration is None and creds.token_file:
+        expiration = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=TOKEN_FILE_RELOGIN)
+    return kopf.ConnectionInfo(
+        server=creds.server,
+        ca_path=creds.ca_file,
+        insecure=creds.insecure or None,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=creds.cert_file,
+        private_key_path=creds.key_file,
+        default_namespace=creds.namespace,
+        proxy_url=creds.proxy,
+        expiration=expiration,
+    )
+
+
+def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str | None = None) -> None:
+    # Before kopf starts: a bad kubeconfig, context or credential plugin is one line, at once.
+    first = [load_credentials(kubeconfig, context)]
 
     @kopf.on.startup()
     def _startup(settings: kopf.OperatorSettings, **_: object) -> None:
         configure(settings, options)
 
     @kopf.on.login()
-    def _login(**kwargs: object):
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
-            return kopf.login_with_service_account(**kwargs)
-        return kopf.login_with_kubeconfig(**kwargs)
+    def _login(logger: logging.Logger, **_: object) -> kopf.ConnectionInfo:
+        # The same credentials as every other berth command; each later login reads them anew.
+        try:
+            creds = first.pop() if first else load_credentials(kubeconfig, context)
+        except BerthError as exc:
+            # e.g. a credential plugin failing for a while: kopf tries the login again
+            logger.error("login: %s", exc.message)
+            raise kopf.TemporaryError(exc.message, delay=LOGIN_RETRY_SECONDS) from None
+        return connection_info(creds)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(
