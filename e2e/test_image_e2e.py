@@ -192,9 +192,12 @@ def test_the_extender_of_the_image_places_pods_under_a_real_scheduler(image, clu
         cluster.apply(db)
         cluster.apply(pod("app", namespace, affinity={"require_with_tag": ["db"]}, scheduler=SCHEDULER))
         assert cluster.wait_placed(namespace, ["app"]) == {"app": "node-11"}
-        # the extender's record of the placement (node-11 is the only node the constraint allows)
-        placed = cluster.wait_event(namespace, "app", lambda e: e["source"] == "berth")
-        assert placed["reason"] == "HadNoChoice" and "node-11" in placed["message"]
+        # the extender's record of the placement, written with the binding (node-11 is the only node the
+        # constraint allows)
+        record = json.loads(
+            cluster.get("pod", "app", namespace)["metadata"]["annotations"]["berth.dev/placement"]
+        )
+        assert record["node"] == "node-11" and record["noChoice"] is True
         scheduled = cluster.wait_event(namespace, "app", lambda e: e["reason"] == "Scheduled")
         assert scheduled["source"] == SCHEDULER
         # Only the image's extender serves this scheduler, and it is still up.

@@ -25,6 +25,7 @@ from berth.cluster.kubeapi import ApiError, KubeClient
 from berth.errors import BerthError
 from berth.operator.certs import self_signed
 from berth.operator.run import connection_info
+from tests.api_server import api_server
 
 
 @pytest.fixture(autouse=True)
@@ -311,6 +312,12 @@ def test_a_plugin_answering_nonsense_is_named(tmp_path):
         load_credentials(str(exec_config(tmp_path, silly)))
 
 
+def _at(creds: credentials.Credentials, url: str) -> credentials.Credentials:
+    """The same credentials, for the scripted API server at `url` (plain HTTP on loopback)."""
+    creds.server, creds.ssl_context = url, False
+    return creds
+
+
 def test_the_client_renews_a_credential_the_server_refuses_and_retries_once(tmp_path):
     counter = tmp_path / "runs"
     creds = load_credentials(
@@ -325,11 +332,12 @@ def test_the_client_renews_a_credential_the_server_refuses_and_retries_once(tmp_
         return httpx.Response(200, json={"items": []})
 
     async def scenario():
-        client = KubeClient(creds, transport=httpx.MockTransport(handler))
-        try:
-            return await client.get("/api/v1/nodes")
-        finally:
-            await client.aclose()
+        async with api_server(handler) as url:
+            client = KubeClient(_at(creds, url))
+            try:
+                return await client.get("/api/v1/nodes")
+            finally:
+                await client.aclose()
 
     assert asyncio.run(scenario()) == {"items": []}
     assert seen == ["Bearer token-1", "Bearer token-2"]
@@ -345,11 +353,12 @@ def test_a_plugin_failing_later_is_an_api_error_naming_it(tmp_path):
         return httpx.Response(401, json={"kind": "Status", "message": "Unauthorized"})
 
     async def scenario():
-        client = KubeClient(creds, transport=httpx.MockTransport(handler))
-        try:
-            await client.get("/api/v1/nodes")
-        finally:
-            await client.aclose()
+        async with api_server(handler) as url:
+            client = KubeClient(_at(creds, url))
+            try:
+                await client.get("/api/v1/nodes")
+            finally:
+                await client.aclose()
 
     with pytest.raises(ApiError) as caught:
         asyncio.run(scenario())

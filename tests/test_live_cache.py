@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import httpx
@@ -10,6 +11,7 @@ import httpx
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import Credentials, KubeClient
 from berth.cluster.live import LiveCluster
+from tests.api_server import api_server
 from tests.builders import node, pod
 
 
@@ -89,11 +91,20 @@ async def _until(condition, timeout=5.0):
         await asyncio.sleep(0.01)
 
 
-def _cache(api: FakeApi, **kw) -> LiveCluster:
-    client = KubeClient(
-        Credentials(server="https://api.test", ssl_context=False), transport=httpx.MockTransport(api.handler)
-    )
-    return LiveCluster(client, **kw)
+async def _cache(api: FakeApi, **kw) -> LiveCluster:
+    """A cache over a real HTTP server on 127.0.0.1 that answers by the script; stopping the cache
+    stops the server."""
+    servers = contextlib.AsyncExitStack()
+    url = await servers.enter_async_context(api_server(api.handler))
+    cache = LiveCluster(KubeClient(Credentials(server=url, ssl_context=False)), **kw)
+    stop = cache.stop
+
+    async def stop_all() -> None:
+        await stop()
+        await servers.aclose()
+
+    cache.stop = stop_all  # type: ignore[method-assign]
+    return cache
 
 
 def test_the_cache_lists_then_watches_from_the_list_version_and_applies_events():
@@ -108,7 +119,7 @@ def test_the_cache_lists_then_watches_from_the_list_version_and_applies_events()
             ],
             "hang",
         ]
-        cache = _cache(api)
+        cache = await _cache(api)
         await cache.start()
         await _until(lambda: cache.ready() and cache.view.state("n1").tag_count("default", "web") == 2)
         await _until(lambda: len([q for p, q in api.requests if p == "/api/v1/pods" and q.get("watch")]) >= 2)
@@ -131,7 +142,7 @@ def test_a_410_relists_and_drops_what_was_deleted_in_the_gap():
             [_with_rv(pod("b", node="n1", tags=["web"]), 20)],
         ]
         api.watches["/api/v1/pods"] = [410, "hang"]
-        cache = _cache(api)
+        cache = await _cache(api)
         await cache.start()
         await _until(lambda: cache.view.pod("default/a") is None and cache.ready())
         assert cache.view.state("n1").tag_count("default", "web") == 1
@@ -145,7 +156,7 @@ def test_the_cache_is_not_ready_before_it_has_listed_and_the_policy_crd_may_be_a
         api = FakeApi()
         api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
         api.lists["/api/v1/pods"] = [[]]
-        cache = _cache(api)
+        cache = await _cache(api)
         assert not cache.ready()
         await cache.start()
         await _until(cache.ready)
@@ -161,7 +172,7 @@ def test_a_reservation_counts_the_pod_until_the_watch_shows_it_bound():
         api.lists["/api/v1/pods"] = [[]]
         pending = _with_rv(pod("p", tags=["web"]), 9)
         api.watches["/api/v1/pods"] = [[{"type": "ADDED", "object": pending}], "hang"]
-        cache = _cache(api)
+        cache = await _cache(api)
         cache.reserve(pod_from_k8s(pending), "n2")
         await cache.start()
         await _until(lambda: cache.ready() and cache.view.pod("default/p") is not None)
@@ -181,14 +192,14 @@ def test_the_bearer_token_never_appears_in_errors_or_logs(caplog):
         return httpx.Response(500, json={"kind": "Status", "code": 500, "message": "etcd is down"})
 
     async def scenario():
-        creds = Credentials(server="https://api.test", ssl_context=False, token=token)
-        client = KubeClient(creds, transport=httpx.MockTransport(handler))
-        try:
-            await client.get("/api/v1/nodes")
-        except Exception as exc:
-            return str(exc)
-        finally:
-            await client.aclose()
+        async with api_server(handler) as url:
+            client = KubeClient(Credentials(server=url, ssl_context=False, token=token))
+            try:
+                await client.get("/api/v1/nodes")
+            except Exception as exc:
+                return str(exc)
+            finally:
+                await client.aclose()
         return ""
 
     with caplog.at_level("DEBUG"):

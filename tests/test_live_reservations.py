@@ -32,7 +32,7 @@ async def _started(api: FakeApi, pods: list[dict]) -> tuple[LiveCluster, Feed]:
     api.lists["/api/v1/pods"] = [pods]
     feed = Feed()
     api.watches["/api/v1/pods"] = [feed, "hang"]
-    cache = _cache(api, reservation_seconds=RESERVE, verify_every=RESERVE / 3)
+    cache = await _cache(api, reservation_seconds=RESERVE, verify_every=RESERVE / 3)
     await cache.start()
     await _until(cache.ready)
     return cache, feed
@@ -101,7 +101,7 @@ def test_a_relist_between_the_bind_and_the_watch_event_keeps_the_reservation_unt
         feed = Feed()
         first = Feed()
         api.watches["/api/v1/pods"] = [first, feed, "hang"]
-        cache = _cache(api, reservation_seconds=60, verify_every=RESERVE)
+        cache = await _cache(api, reservation_seconds=60, verify_every=RESERVE)
         await cache.start()
         await _until(cache.ready)
         cache.reserve(pod_from_k8s(_pending(9)), "n1")
@@ -129,7 +129,7 @@ def test_a_relist_that_shows_the_binding_confirms_it_and_it_stays_after_the_rese
         api.lists["/api/v1/pods"] = [[_pending(9)], [_pending(12, "n1")]]
         first = Feed()
         api.watches["/api/v1/pods"] = [first, "hang"]
-        cache = _cache(api, reservation_seconds=RESERVE, verify_every=RESERVE / 3)
+        cache = await _cache(api, reservation_seconds=RESERVE, verify_every=RESERVE / 3)
         await cache.start()
         await _until(cache.ready)
         p = pod_from_k8s(_pending(9))

@@ -3,7 +3,7 @@
 The kubeconfig is read by the `kubernetes` package's loader (merging, contexts, certificates, tokens,
 proxy-url); berth itself runs only the exec credential plugin (through the same package's ExecProvider),
 so that a failing plugin is one line naming it and a credential is renewed before it expires. Requests
-still go through berth's own httpx client (berth.cluster.kubeapi.KubeClient), which asks these
+still go through berth's own client (berth.cluster.kubeapi.KubeClient, on aiohttp), which asks these
 Credentials for the Authorization header of each request.
 
 Where the credentials come from, as kubectl: --kubeconfig FILE; else the files of $KUBECONFIG, merged;

@@ -89,9 +89,11 @@ class Reflector:
                     self.resource_version = ""
                     continue
                 if exc.status == 404 and self.kind.optional:
-                    # The CRD is not installed (yet): nothing to cache, look again later.
+                    # The CRD is not installed (yet): nothing to cache, look again later. One that was
+                    # served before is most likely an API server still starting: look again soon, and
+                    # keep what was cached (forgetting policies would place pods without them).
                     self.synced.set()
-                    await asyncio.sleep(10 * RETRY_SECONDS)
+                    await asyncio.sleep(RETRY_SECONDS if self.resource_version else 10 * RETRY_SECONDS)
                     continue
                 log.warning("%s: %s", self.kind.name, exc.message)
                 self.synced.clear()  # not ready until the watch is back
