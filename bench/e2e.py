@@ -182,6 +182,38 @@ async def watch_bindings(
     return bound
 
 
+async def scheduled(
+    api: Api,
+    start_scheduler: Any,
+    scheduler: str,
+    namespace: str,
+    count: int,
+    timeout: float,
+    processes: dict[str, int],
+    *,
+    prefix: str = "",
+) -> tuple[list[float], dict[str, float], float, float]:
+    """Start the scheduler over the pods already created and stop it once `count` of them (named
+    `prefix`...) are bound: when each was bound, the CPU seconds each process used meanwhile
+    (kube-scheduler's includes its start-up), pods/s from the first binding to the last, and that span."""
+    listed = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
+    since = listed["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + timeout
+    watcher = asyncio.create_task(watch_bindings(api, namespace, count, since, deadline, prefix=prefix))
+    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    proc = await asyncio.to_thread(start_scheduler, scheduler)
+    try:
+        bound = await watcher
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+        used["kube-scheduler"] = cpu_seconds(proc.pid)
+    finally:
+        await asyncio.to_thread(_stop, proc)
+    times = sorted(bound.values())
+    first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
+    rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
+    return times, used, rate, first_to_last
+
+
 async def one_run(
     api: Api,
     start_scheduler: Any,
@@ -199,23 +231,10 @@ async def one_run(
     groups = math.ceil(pods / group_size)
     bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % groups}", rule) for i in range(pods)]
     await api.each([("POST", f"/api/v1/namespaces/{namespace}/pods", b, False) for b in bodies])
-    listed = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
-    since = listed["metadata"]["resourceVersion"]
-    deadline = time.monotonic() + timeout
-    watcher = asyncio.create_task(watch_bindings(api, namespace, pods, since, deadline))
     started = time.monotonic()
-    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
-    proc = await asyncio.to_thread(start_scheduler, scheduler)
-    try:
-        bound = await watcher
-        # CPU per pod while this run scheduled (kube-scheduler's includes its start-up).
-        used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
-        used["kube-scheduler"] = cpu_seconds(proc.pid)
-    finally:
-        await asyncio.to_thread(_stop, proc)
-    times = sorted(bound.values())
-    first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
-    rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
+    times, used, rate, first_to_last = await scheduled(
+        api, start_scheduler, scheduler, namespace, pods, timeout, processes
+    )
     start_to_last = times[-1] - started if times else math.nan
     await api.call(
         "DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", {"gracePeriodSeconds": 0}
@@ -436,21 +455,9 @@ async def scale_run(
     # New pods: the same groups, each must avoid the nodes of its own group.
     bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
     await api.each([("POST", path, b, False) for b in bodies])
-    listed = await api.call("GET", f"{path}?limit=1")
-    since = listed["metadata"]["resourceVersion"]
-    deadline = time.monotonic() + timeout
-    watcher = asyncio.create_task(watch_bindings(api, namespace, new, since, deadline, prefix="p-"))
-    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
-    proc = await asyncio.to_thread(start_scheduler, scheduler)
-    try:
-        bound = await watcher
-        used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
-        used["kube-scheduler"] = cpu_seconds(proc.pid)
-    finally:
-        await asyncio.to_thread(_stop, proc)
-    times = sorted(bound.values())
-    first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
-    rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
+    times, used, rate, _ = await scheduled(
+        api, start_scheduler, scheduler, namespace, new, timeout, processes, prefix="p-"
+    )
     pods: list[dict[str, Any]] = []
     params: dict[str, str] = {"limit": "5000"}
     while True:

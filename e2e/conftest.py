@@ -144,7 +144,7 @@ def scheduler_config(chart: Chart, extender_port: int, kubeconfig: Path) -> str:
     return yaml.safe_dump(config)
 
 
-def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -251,7 +251,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 env=env,
             )
         )
-        _wait_http(f"http://127.0.0.1:{port}/readyz", procs[-1], extender_log)
+        wait_http(f"http://127.0.0.1:{port}/readyz", procs[-1], extender_log)
 
         # The operator, with its own service account, serving the chart's webhooks on loopback.
         operator_kubeconfig = service_account_kubeconfig(cp, chart.service_account("-operator"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster, _wait_http, pod
+from conftest import Cluster, pod, wait_http
 from controlplane import free_port
 
 USER = "berth-reader"
@@ -215,7 +215,7 @@ def test_merged_kubeconfig_files_and_context_pick_the_cluster(cluster, namespace
     current = run([*BERTH, "explain", "db-0", "--live"], env)
     assert current.returncode == 2
     assert (
-        current.stderr.startswith("berth: GET /api/v1/nodes: ConnectError")
+        current.stderr.startswith("berth: GET /api/v1/nodes: ClientConnectorError: Cannot connect to host")
         and current.stderr.count("\n") == 1
     )
 
@@ -251,7 +251,7 @@ def test_serve_renews_the_plugins_credential_as_it_expires(cluster, namespace, r
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
-        _wait_http(f"http://127.0.0.1:{port}/readyz", proc, log)
+        wait_http(f"http://127.0.0.1:{port}/readyz", proc, log)
         started = time.monotonic()
         assert runs_of(runs) == 1
         cluster.apply(pod("late", namespace, scheduler="nobody"))

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CHART_NAMESPACE, ROOT, Cluster, chart_args, pod
+from conftest import CHART_NAMESPACE, ROOT, Cluster, chart_args, pod, wait_http
 from controlplane import free_port
 
 import berth
@@ -174,7 +172,7 @@ def test_the_extender_of_the_image_places_pods_under_a_real_scheduler(image, clu
     with log.open("w") as out:
         proc = image.run(args, env, sa, config, background=True, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(f"http://127.0.0.1:{port}/readyz", proc, log)
+        wait_http(f"http://127.0.0.1:{port}/readyz", proc, log)
         # The chart's readiness probe, run in the image as the kubelet would run it.
         probe = chart.container("-scheduler", "extender")["readinessProbe"]["exec"]["command"]
         probe = [p.replace(":8888/", f":{port}/") for p in probe]
@@ -209,18 +207,3 @@ def test_the_extender_of_the_image_places_pods_under_a_real_scheduler(image, clu
         except subprocess.TimeoutExpired:
             proc.kill()
         cp.kill(SCHEDULER)
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the image's extender exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{url} not ready after {timeout}s: {shlex.quote(log.read_text()[-3000:])}")
