@@ -468,7 +468,18 @@ async def scale_run(
             break
         params["continue"] = token
     broken = violations(pods)
-    await api.call("DELETE", f"{path}?gracePeriodSeconds=0", {"gracePeriodSeconds": 0})
+    # A group at a time: one request for tens of thousands of pods outlasts the API server's timeout.
+    await api.each(
+        [
+            (
+                "DELETE",
+                f"{path}?labelSelector={GROUP_LABEL}%3Dg{g}&gracePeriodSeconds=0",
+                {"gracePeriodSeconds": 0},
+                False,
+            )
+            for g in range(SCALE_GROUPS)
+        ]
+    )
     while await _count(api, namespace):
         await asyncio.sleep(1)
     print(

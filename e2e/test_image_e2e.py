@@ -12,8 +12,11 @@ uses that extender.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -81,7 +84,9 @@ class Image:
         ]
         full = {"USERSPEC": self.config["User"], "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
         if kw.pop("background", False):
-            return subprocess.Popen(argv, env=full, **kw)
+            # A session of its own: the entrypoint runs as another user, which clears unshare's
+            # parent-death signal, so it is stopped through its process group (stop()).
+            return subprocess.Popen(argv, env=full, start_new_session=True, **kw)
         return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=60, **kw)
 
 
@@ -201,9 +206,26 @@ def test_the_extender_of_the_image_places_pods_under_a_real_scheduler(image, clu
         # Only the image's extender serves this scheduler, and it is still up.
         assert proc.poll() is None, log.read_text()[-2000:]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         cp.kill(SCHEDULER)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a background image process and everything it started (its process group)."""
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # the group outlives its leader while the entrypoint winds down: wait until it is gone
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the image's processes (group {proc.pid}) did not stop")
