@@ -332,7 +332,3 @@ RECORD_ENCODER = msgspec.json.Encoder()
 def _round(value: float) -> float | int:
     rounded = round(value, 6)
     return int(rounded) if rounded == int(rounded) else rounded
-
-
-def pod_with_node(pod: Pod, node: str) -> Pod:
-    return msgspec.structs.replace(pod, node_name=node)
