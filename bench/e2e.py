@@ -345,28 +345,36 @@ class Harness:
             _stop(self.extender)
         self.cp.stop()
 
+    def run(self, nodes: int, work: Any) -> Any:
+        """Create the nodes, then `await work(api, processes)` with an admin client; the harness is
+        stopped afterwards whatever happens."""
+
+        async def main() -> Any:
+            api = Api(self.cp)
+            try:
+                return await work(api, await self.prepare(api, nodes))
+            finally:
+                await api.close()
+
+        try:
+            return asyncio.run(main())
+        finally:
+            self.stop()
+
 
 def run(
     *, nodes: int, pods: int, scenarios: tuple[str, ...] = SCENARIOS, timeout: float = 900
 ) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], str]:
     harness = Harness()
-    try:
+    runs = [r for r in RUNS if r[0] in scenarios]
 
-        async def main() -> list[list[Any]]:
-            api = Api(harness.cp)
-            try:
-                processes = await harness.prepare(api, nodes)
-                runs = [r for r in RUNS if r[0] in scenarios]
-                return [
-                    await one_run(api, harness.start_scheduler, r, i, nodes, pods, timeout, processes)
-                    for i, r in enumerate(runs)
-                ]
-            finally:
-                await api.close()
+    async def work(api: Api, processes: dict[str, int]) -> list[Any]:
+        return [
+            await one_run(api, harness.start_scheduler, r, i, nodes, pods, timeout, processes)
+            for i, r in enumerate(runs)
+        ]
 
-        results = asyncio.run(main())
-    finally:
-        harness.stop()
+    results = harness.run(nodes, work)
     rows = [row for row, _ in results]
     cpu = [used for _, used in results]
     rates = {(r[0], r[1]): r[5] for r in rows}
@@ -512,28 +520,12 @@ def scale(
 
 def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[list[list[Any]], str]:
     harness = Harness()
-    try:
 
-        async def main() -> list[list[Any]]:
-            api = Api(harness.cp)
-            try:
-                processes = await harness.prepare(api, nodes)
-                return [
-                    await scale_run(
-                        api,
-                        harness.start_scheduler,
-                        run,
-                        nodes=nodes,
-                        existing=existing,
-                        new=new,
-                        timeout=timeout,
-                        processes=processes,
-                    )
-                    for run in SCALE_RUNS
-                ]
-            finally:
-                await api.close()
+    async def work(api: Api, processes: dict[str, int]) -> list[list[Any]]:
+        sizes = {"nodes": nodes, "existing": existing, "new": new, "timeout": timeout}
+        return [
+            await scale_run(api, harness.start_scheduler, run, processes=processes, **sizes)
+            for run in SCALE_RUNS
+        ]
 
-        return asyncio.run(main()), harness.version
-    finally:
-        harness.stop()
+    return harness.run(nodes, work), harness.version

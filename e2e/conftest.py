@@ -100,13 +100,20 @@ def install_chart(cp: ControlPlane, chart: Chart) -> None:
     cp.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
 
 
-def service_account_kubeconfig(cp: ControlPlane, service_account: str) -> Path:
-    """A kubeconfig holding a token of one of the chart's ServiceAccounts."""
-    assert cp.workdir and cp.certs
-    token = cp.kubectl(
-        "create", "token", service_account, "-n", CHART_NAMESPACE, "--duration=12h"
-    ).stdout.strip()
-    path = cp.workdir / f"{service_account}.kubeconfig"
+def write_kubeconfig(
+    cp: ControlPlane,
+    path: Path,
+    user: dict[str, Any],
+    *,
+    user_name: str,
+    context: str = "e2e",
+    namespace: str | None = None,
+) -> Path:
+    """A kubeconfig (mode 0600) for the e2e API server with one user and one context, current."""
+    assert cp.certs
+    ctx: dict[str, str] = {"cluster": "e2e", "user": user_name}
+    if namespace:
+        ctx["namespace"] = namespace
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -116,13 +123,23 @@ def service_account_kubeconfig(cp: ControlPlane, service_account: str) -> Path:
                 "cluster": {"server": cp.server, "certificate-authority": str(cp.certs / "ca.crt")},
             }
         ],
-        "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": service_account}}],
-        "current-context": "e2e",
+        "users": [{"name": user_name, "user": user}],
+        "contexts": [{"name": context, "context": ctx}],
+        "current-context": context,
     }
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+def service_account_kubeconfig(cp: ControlPlane, service_account: str) -> Path:
+    """A kubeconfig holding a token of one of the chart's ServiceAccounts."""
+    assert cp.workdir
+    token = cp.kubectl(
+        "create", "token", service_account, "-n", CHART_NAMESPACE, "--duration=12h"
+    ).stdout.strip()
+    path = cp.workdir / f"{service_account}.kubeconfig"
+    return write_kubeconfig(cp, path, {"token": token}, user_name=service_account)
 
 
 def register_webhooks(cp: ControlPlane, chart: Chart, port: int, ca: Path) -> dict[str, Any]:

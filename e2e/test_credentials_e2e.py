@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster, pod, wait_http
+from conftest import Cluster, pod, wait_http, write_kubeconfig
 from controlplane import free_port
 
 USER = "berth-reader"
@@ -93,26 +93,7 @@ def runs_of(runs: Path) -> int:
 def kubeconfig(
     path: Path, cluster: Cluster, *, context: str, user: dict, namespace: str | None = None
 ) -> Path:
-    cp = cluster.cp
-    assert cp.certs
-    ctx = {"cluster": "e2e", "user": "sso"}
-    if namespace:
-        ctx["namespace"] = namespace
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "e2e",
-                "cluster": {"server": cp.server, "certificate-authority": str(cp.certs / "ca.crt")},
-            }
-        ],
-        "users": [{"name": "sso", "user": user}],
-        "contexts": [{"name": context, "context": ctx}],
-        "current-context": context,
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_kubeconfig(cluster.cp, path, user, user_name="sso", context=context, namespace=namespace)
 
 
 def exec_user(plugin: Path) -> dict:
