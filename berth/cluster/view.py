@@ -10,6 +10,10 @@ app -> nodes. Two caches serve steps that look at every node: `node_memo` keeps 
 node records alone until a node changes, and `column` keeps a number per node (unreserved RAM, the pod
 count) with its lowest and highest value, worked out again only for the nodes that changed.
 
+Each node also has a slot, its place in the view's order (`slots()`); a column can be read as an array
+by slot, so that a step that gives thousands of candidates a number gathers and combines arrays
+instead of making a Python call per node. Slots change only when a node is added or removed.
+
 The view also holds the PlacementPolicy objects, compiled once per change (upsert_policy /
 remove_policy), and answers which of them govern a pod (policies_for).
 """
@@ -21,6 +25,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from berth import annotations as ann
 from berth.cluster.model import Node, Pod
@@ -85,8 +91,29 @@ class NodeState:
 
 # A uid prefix names a pod only from this many characters on (a short Docker-style id is 12).
 UID_PREFIX = 8
+# A NodeColumn remembers this many of its latest changes (NodeColumn.changed_since).
+COLUMN_LOG = 4096
 # node_memo starts afresh beyond this many entries (a few per step and per PlacementPolicy in use).
 NODE_MEMO_ENTRIES = 512
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Slots:
+    """Every node's slot: its place in the view's order, for arrays with one entry per node."""
+
+    generation: int  # the view's layout_generation these slots belong to
+    names: list[str]  # slot -> node name
+    index: dict[str, int]  # node name -> slot
+    rank: np.ndarray  # slot -> the node's place among the names sorted
+
+    @classmethod
+    def of(cls, names: list[str], generation: int) -> Slots:
+        rank = np.empty(len(names), dtype=np.intp)
+        rank[np.fromiter(sorted(range(len(names)), key=names.__getitem__), np.intp, len(names))] = np.arange(
+            len(names)
+        )
+        index = {name: slot for slot, name in enumerate(names)}
+        return cls(generation, names, index, rank)
 
 
 class NodeColumn:
@@ -99,18 +126,67 @@ class NodeColumn:
         self.dirty: set[str] = set()
         self._low: float | None = None
         self._high: float | None = None
+        # The values by slot (float64), and the nodes worked out again since it was last brought up
+        # to date.
+        self._array: np.ndarray | None = None
+        self._array_slots: Slots | None = None  # the slots the array is laid out by
+        self._stale: set[str] = set()
+        # The nodes worked out again, in order, so that a reader can ask what changed since it read:
+        # change number `version` is _log[version - _log_base - 1]; the oldest are dropped in time.
+        self.version = 0
+        self._log: list[str] = []
+        self._log_base = 0
+
+    def changed_since(self, version: int) -> list[str] | None:
+        """The nodes worked out again since `version` (None when that is too long ago to say)."""
+        if version < self._log_base:
+            return None
+        return self._log[version - self._log_base :]
 
     def refresh(self, states: Mapping[str, NodeState]) -> None:
         if not self.dirty:
             return
+        values, low, high = self.values, self._low, self._high
         for name in self.dirty:
             state = states.get(name)
-            if state is None:
-                self.values.pop(name, None)
+            old = values.pop(name, None) if state is None else values.get(name)
+            if state is not None:
+                new = values[name] = self._compute(state)
+                self._stale.add(name)
+                # The extremes stay known unless the node held one and moved off it.
+                if low is not None and new < low:
+                    low = new
+                if high is not None and new > high:
+                    high = new
             else:
-                self.values[name] = self._compute(state)
+                new = None
+            if old is not None and new != old:
+                if old == low:
+                    low = None
+                if old == high:
+                    high = None
+        self._log.extend(self.dirty)
+        self.version += len(self.dirty)
+        if len(self._log) > COLUMN_LOG:
+            drop = len(self._log) // 2
+            del self._log[:drop]
+            self._log_base += drop
         self.dirty.clear()
-        self._low = self._high = None
+        self._low, self._high = low, high
+
+    def array(self, slots: Slots) -> np.ndarray:
+        """The values by slot, as float64 (read-only: gather from it, never write to it)."""
+        if self._array is None or self._array_slots is not slots:
+            values = self.values
+            self._array = np.fromiter(map(values.__getitem__, slots.names), np.float64, len(slots.names))
+            self._array_slots = slots
+            self._stale.clear()
+        elif self._stale:
+            index, values, array = slots.index, self.values, self._array
+            for name in self._stale:
+                array[index[name]] = values[name]
+            self._stale.clear()
+        return self._array
 
     @property
     def low(self) -> float:
@@ -158,6 +234,8 @@ class ClusterView:
         self._node_memo: dict[Hashable, Any] = {}
         self._columns: dict[Hashable, NodeColumn] = {}
         self._sorted_names: list[str] | None = None
+        self._slots: Slots | None = None
+        self.layout_generation = 0  # bumped when a node is added or removed: the slots change
         self.generation = 0
         self.node_generation = 0
         self.policy_generation = 0  # bumped when a PlacementPolicy's compiled form changes
@@ -185,6 +263,12 @@ class ClusterView:
         if self._sorted_names is None:
             self._sorted_names = sorted(self._nodes)
         return self._sorted_names
+
+    def slots(self) -> Slots:
+        """Every node's slot, for arrays by node; read-only."""
+        if self._slots is None or self._slots.generation != self.layout_generation:
+            self._slots = Slots.of(list(self._nodes), self.layout_generation)
+        return self._slots
 
     def tag_nodes(self, namespace: str, tag: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it carrying `tag` (only nodes with at least one); read-only."""
@@ -286,6 +370,7 @@ class ClusterView:
             state.generation += 1
             return
         self._sorted_names = None
+        self.layout_generation += 1
         state = NodeState(node=node)
         self._nodes[node.name] = state
         for key, pod in self._orphans.pop(node.name, {}).items():
@@ -298,6 +383,7 @@ class ClusterView:
             return
         self._nodes_changed(name)
         self._sorted_names = None
+        self.layout_generation += 1
         if state.pods:
             self._orphans[name] = dict(state.pods)
             for pod in state.pods.values():

@@ -5,9 +5,10 @@ runner that takes the candidate nodes through it.
 members after that do not run). `or` gives each member the same nodes and takes the first non-empty
 answer; nodes that a winning member removed while a later alternative remained are only set aside.
 
-The candidates travel as a dict of node name -> NodeState in the order the nodes were asked about.
-A step that removes nothing hands its input on unchanged, and a skipped step costs a dict lookup: at
-5000 nodes, per-step copies of the node list used to cost more than the rules.
+The candidates travel as a dict of node name -> NodeState in the order the nodes were asked about
+(berth.engine.slots knows where they sit in the view's arrays). A step that removes nothing hands its
+input on unchanged, and a skipped step costs a dict lookup: at 5000 nodes, per-step copies of the node
+list used to cost more than the rules.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from itertools import filterfalse
 from typing import Any
 
 from berth.engine.ledger import Candidates, Column, Excluded, ScoreColumn, SetAside, StepRun, TierColumn
+from berth.engine.slots import known, without
 from berth.engine.step import NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
 from berth.engine.types import Phase, Reason
 
@@ -155,19 +157,7 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> 
 
 def _pick(cands: Candidates, names: Iterable[str]) -> Candidates:
     names = list(names)
-    return dict(zip(names, map(cands.__getitem__, names), strict=True))
-
-
-def without(cands: Candidates, removed: Mapping[str, Reason]) -> Candidates:
-    """The candidates minus the removed ones, in order; the candidates themselves when none was."""
-    if not removed:
-        return cands
-    if len(removed) * 4 < len(cands):  # a few: copy (at C speed) and delete them
-        kept = dict(cands)
-        for name in removed:
-            kept.pop(name, None)
-        return kept
-    return {n: s for n, s in cands.items() if n not in removed}
+    return known(dict(zip(names, map(cands.__getitem__, names), strict=True)))
 
 
 def steps_by_name(member: Member) -> dict[str, Step]:

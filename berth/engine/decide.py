@@ -11,10 +11,13 @@ from functools import cached_property
 from itertools import compress
 from typing import Any
 
+import numpy as np
+
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
 from berth.engine.ledger import Candidates, Ledger, shared_reason
+from berth.engine.slots import known
 from berth.engine.step import PodContext, Step
 from berth.engine.types import (
     Decision,
@@ -111,7 +114,8 @@ def decide(
         )
 
     finalists = ledger.candidate_names()
-    totals = ledger.totals()
+    array = ledger.total_array()
+    totals: list[float] | np.ndarray = array if array is not None else ledger.totals()
     best, tied = _tied(view, ledger.kept, finalists, totals)
     chosen = tied[0] if len(tied) == 1 else ctx.rng.choice(tied)
     had_no_choice = feasible == 1
@@ -168,8 +172,8 @@ def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[s
     kube-scheduler asks about the same nodes in the same order pod after pod; until a node changes,
     the candidates of the last few lists asked about are reused (the runner never changes them)."""
     recent: list[tuple[list[str], Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
-    for i, (known, cands, unknown) in enumerate(recent):
-        if len(known) == len(names) and known == names:
+    for i, (asked, cands, unknown) in enumerate(recent):
+        if len(asked) == len(names) and asked == names:
             recent.insert(0, recent.pop(i))
             return cands, unknown
     cands, unknown = _lookup(view, names)
@@ -181,25 +185,35 @@ def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[s
 def _lookup(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[str, Reason]]:
     states = view.states_by_name()
     try:
-        return dict(zip(names, map(states.__getitem__, names), strict=True)), {}
+        return known(dict(zip(names, map(states.__getitem__, names), strict=True))), {}
     except KeyError:
         pass
     missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
-    cands = {n: states[n] for n in names if n in states}
+    cands = known({n: states[n] for n in names if n in states})
     return cands, {n: missing for n in names if n not in states}
 
 
 def _tied(
-    view: ClusterView, kept: Candidates, names: list[str], totals: list[float]
+    view: ClusterView, kept: Candidates, names: list[str], totals: list[float] | np.ndarray
 ) -> tuple[float, list[str]]:
     """The highest rounded score, and the candidates that have it sorted by name."""
-    top = max(totals)
+    if isinstance(totals, np.ndarray):
+        top, lowest = float(totals.max()), float(totals.min())
+    else:
+        top, lowest = max(totals), min(totals)
     best = round(top, 6)
-    if min(totals) == top:  # every candidate scores the same (no scorer, or all equal)
+    if lowest == top:  # every candidate scores the same (no scorer, or all equal)
         return best, _sorted(view, names, kept)
-    near = compress(zip(names, totals, strict=True), map((top - ROUNDING_MARGIN).__le__, totals))
-    tied = [n for n, t in near if round(t, 6) == best]
+    tied = [n for n, t in _near(names, totals, top - ROUNDING_MARGIN) if round(t, 6) == best]
     return best, _sorted(view, tied, None)
+
+
+def _near(names: list[str], totals: list[float] | np.ndarray, floor: float) -> Iterable[tuple[str, float]]:
+    """(name, total) of the candidates whose total is at least `floor`, in candidate order."""
+    if isinstance(totals, np.ndarray):
+        at = np.flatnonzero(totals >= floor)
+        return zip(map(names.__getitem__, at.tolist()), totals[at].tolist(), strict=True)
+    return compress(zip(names, totals, strict=True), map(floor.__le__, totals))
 
 
 def _sorted(view: ClusterView, names: list[str], members: Mapping[str, Any] | None) -> list[str]:
@@ -212,17 +226,20 @@ def _sorted(view: ClusterView, names: list[str], members: Mapping[str, Any] | No
 
 
 def _ranked(
-    names: list[str], totals: list[float], tied: list[str], best: float, count: int
+    names: list[str], totals: list[float] | np.ndarray, tied: list[str], best: float, count: int
 ) -> list[tuple[str, float]]:
     """The `count` best candidates by (rounded score descending, name), with their rounded scores:
     the tied ones first, then the best of the others."""
     ranked = [(n, best) for n in tied[:count]]
     if len(ranked) == count or len(tied) == len(names):
         return ranked
-    floor = heapq.nlargest(count, totals)[-1] - ROUNDING_MARGIN
+    if isinstance(totals, np.ndarray):  # the count-th highest, as nlargest finds it
+        at = len(totals) - min(count, len(totals))
+        floor = float(np.partition(totals, at)[at]) - ROUNDING_MARGIN
+    else:
+        floor = heapq.nlargest(count, totals)[-1] - ROUNDING_MARGIN
     top = set(tied)
-    near = compress(zip(names, totals, strict=True), map(floor.__le__, totals))
-    others = [(n, round(t, 6)) for n, t in near if n not in top]
+    others = [(n, round(t, 6)) for n, t in _near(names, totals, floor) if n not in top]
     return ranked + sorted(others, key=lambda p: (-p[1], p[0]))[: count - len(ranked)]
 
 

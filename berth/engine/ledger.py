@@ -23,6 +23,8 @@ from itertools import filterfalse, repeat
 from operator import add, mul, sub, truediv
 from typing import Any
 
+import numpy as np
+
 from berth.engine.types import Kind, NodeResult, Reason, ScorePart, StepTrace
 
 Candidates = dict[str, Any]  # node name -> NodeState, in the order the decision was asked about
@@ -31,6 +33,8 @@ Candidates = dict[str, Any]  # node name -> NodeState, in the order the decision
 class Sparse(dict):
     """Removals a step found through the view's indexes, in the index's order rather than the
     candidates': a trace lists them in candidate order, as a node-by-node step would have."""
+
+    _blocking: int | None = None  # how many are infeasible, once counted (the map never changes)
 
 
 class LazyReasons(Mapping[str, Reason]):
@@ -155,6 +159,10 @@ def blocking(reasons: Mapping[str, Reason]) -> int:
     shared = shared_reason(reasons)
     if shared is not None:
         return 0 if shared.kind is Kind.SET_ASIDE else len(reasons)
+    if isinstance(reasons, Sparse):
+        if reasons._blocking is None:
+            reasons._blocking = sum(1 for r in reasons.values() if r.kind is not Kind.SET_ASIDE)
+        return reasons._blocking
     return sum(1 for r in reasons.values() if r.kind is not Kind.SET_ASIDE)
 
 
@@ -173,21 +181,31 @@ class Column(Mapping[str, ScorePart]):
 
 class ScoreColumn(Column):
     """A scorer's raw values over its candidates, scaled to 0..1 (lowest 0, highest 1; all equal gives
-    0) and weighted; a negative weight reverses the order without lowering any score: |w| x (1 - n)."""
+    0) and weighted; a negative weight reverses the order without lowering any score: |w| x (1 - n).
+
+    The raws come as a list, or as a float64 array from a scorer that gathers them from the view's
+    arrays; an array is scaled and weighted by the same floating-point operations, element by
+    element, so the scores are the same to the last bit."""
 
     __slots__ = ("_index", "_normalised", "_weighted", "among", "low", "raws", "span", "step", "weight")
 
-    def __init__(self, step: str, among: Candidates, raws: list[float], weight: float) -> None:
+    def __init__(self, step: str, among: Candidates, raws: list[float] | np.ndarray, weight: float) -> None:
         self.step = step
         self.among = among
         self.raws = raws
         self.weight = weight
+        self._normalised: list[float] | None = None
+        self._index: dict[str, int] | None = None
+        if isinstance(raws, np.ndarray):
+            self._scale_array(raws, weight)
+            return
         self.low = min(raws) if raws else 0.0
         self.span = (max(raws) - self.low) if raws else 0.0
         low, span = self.low, self.span
         # The same operations as normalised, then weighted, in one pass of C-level maps (the
         # normalised values are only read by traces): weight x ((raw - low) / span), or
         # -weight x (1 - (raw - low) / span) for a negative weight.
+        self._weighted: list[float] | np.ndarray
         if not span:
             self._weighted = [weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0)] * len(raws)
         else:
@@ -196,14 +214,30 @@ class ScoreColumn(Column):
                 self._weighted = list(map(mul, repeat(weight), normalised))
             else:
                 self._weighted = list(map(mul, repeat(-weight), map(sub, repeat(1.0), normalised)))
-        self._normalised: list[float] | None = None
-        self._index: dict[str, int] | None = None
+
+    def _scale_array(self, raws: np.ndarray, weight: float) -> None:
+        if not len(raws):
+            self.low = self.span = 0.0
+            self._weighted = raws
+            return
+        self.low = _first_extreme(raws, float(raws.min()))
+        self.span = _first_extreme(raws, float(raws.max())) - self.low
+        low, span = self.low, self.span
+        if not span:
+            self._weighted = np.full(len(raws), weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0))
+        elif weight >= 0:
+            self._weighted = weight * ((raws - low) / span)
+        else:
+            self._weighted = -weight * (1.0 - (raws - low) / span)
 
     @property
     def normalised(self) -> list[float]:
         if self._normalised is None:
-            low, span = self.low, self.span
-            self._normalised = [(r - low) / span for r in self.raws] if span else [0.0] * len(self.raws)
+            low, span, raws = self.low, self.span, self.raws
+            if isinstance(raws, np.ndarray):
+                self._normalised = ((raws - low) / span).tolist() if span else [0.0] * len(raws)
+            else:
+                self._normalised = [(r - low) / span for r in raws] if span else [0.0] * len(raws)
         return self._normalised
 
     def _position(self, name: str) -> int:
@@ -213,6 +247,10 @@ class ScoreColumn(Column):
 
     def __getitem__(self, name: str) -> ScorePart:
         i = self._position(name)
+        if isinstance(self.raws, np.ndarray):
+            return ScorePart(
+                raw=float(self.raws[i]), normalised=self.normalised[i], weighted=float(self._weighted[i])
+            )
         return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])
 
     def __contains__(self, name: object) -> bool:
@@ -224,14 +262,30 @@ class ScoreColumn(Column):
     def __len__(self) -> int:
         return len(self.among)
 
-    def weighted_for(self, names: Sequence[str]) -> list[float]:
+    @property
+    def is_array(self) -> bool:
+        return isinstance(self._weighted, np.ndarray)
+
+    def weighted_for(self, names: Sequence[str]) -> list[float] | np.ndarray:  # type: ignore[override]
         if len(names) == len(self.among):  # the same nodes, in the same order: nothing was removed since
             return self._weighted
-        by_name = dict(zip(self.among, self._weighted, strict=True))
-        return [by_name[n] for n in names]
+        weighted = self._weighted.tolist() if isinstance(self._weighted, np.ndarray) else self._weighted
+        by_name = dict(zip(self.among, weighted, strict=True))
+        picked = [by_name[n] for n in names]
+        return np.array(picked, dtype=np.float64) if self.is_array else picked
 
     def highest_raw(self) -> float:
+        if isinstance(self.raws, np.ndarray):
+            return _first_extreme(self.raws, float(self.raws.max())) if len(self.raws) else 0
         return max(self.raws, default=0)
+
+
+def _first_extreme(values: np.ndarray, extreme: float) -> float:
+    """`extreme` (the array's min or max) as Python's min() and max() give it: the first of the equal
+    values, which for a zero decides its sign."""
+    if extreme == 0.0:
+        return float(values[np.flatnonzero(values == 0.0)[0]])
+    return extreme
 
 
 class TierColumn(Column):
@@ -284,7 +338,7 @@ class StepRun:
         return StepTrace(
             step=self.step,
             phase=self.phase,
-            remaining=tuple(self.kept),
+            remaining=self.kept,  # made a tuple when read
             removed=in_order(self.removed, self.among),
             scores=self.scores if self.scores is not None else {},
             note=self.note,
@@ -309,6 +363,7 @@ class Ledger:
     columns: list[Column]  # the score parts that count, in chain order
     runs: list[StepRun]  # every step that ran, including the members of an `or` that lost
     _totals: list[float] | None = None
+    _total_array: np.ndarray | None = None
     _finalists: list[str] | None = None
 
     # -- what the engine and the extender read ------------------------------------------------
@@ -321,12 +376,32 @@ class Ledger:
         """The candidates' scores before rounding, in candidate order: each node's parts added in
         chain order, as NodeResult.score adds them."""
         if self._totals is None:
-            names = self.candidate_names()
-            totals: list[float] = [0] * len(names)
-            for column in self.columns:
-                totals = list(map(add, totals, column.weighted_for(names)))
-            self._totals = totals
+            array = self.total_array()
+            if array is not None:
+                self._totals = array.tolist()
+            else:
+                names = self.candidate_names()
+                totals: list[float] = [0] * len(names)
+                for column in self.columns:
+                    totals = list(map(add, totals, column.weighted_for(names)))
+                self._totals = totals
         return self._totals
+
+    def total_array(self) -> np.ndarray | None:
+        """totals() as a float64 array, when a scorer gave its parts as an array (None otherwise: the
+        totals may then be whole numbers, which an array would turn into floats). Added in the same
+        order from 0, so every total is the same float."""
+        if self._total_array is None:
+            if not any(isinstance(c, ScoreColumn) and c.is_array for c in self.columns):
+                return None
+            names: Sequence[str] = (
+                self.kept if all(len(c) == len(self.kept) for c in self.columns) else (self.candidate_names())
+            )
+            total = np.zeros(len(self.kept))
+            for column in self.columns:
+                np.add(total, column.weighted_for(names), out=total)
+            self._total_array = total
+        return self._total_array
 
     def scores(self) -> dict[str, float]:
         return {n: round(t, 6) for n, t in zip(self.kept, self.totals(), strict=True)}

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
 from berth.engine.ledger import Sparse
+from berth.engine.slots import memo_for
 from berth.engine.types import Event, Phase, Reason, StepTrace
 
 
@@ -140,7 +141,17 @@ class NodeFilter(Step):
         """The candidates this filter removes, each with its Reason."""
         if self.node_only:
             failing = ctx.view.node_memo((type(self), self.name), lambda: self._failing(prepared, ctx))
-            return Sparse((n, r) for n, r in failing.items() if n in cands) if failing else {}
+            if not failing:
+                return {}
+            # The same candidates and node records give the same removals (kept with the candidates).
+            memo = memo_for(cands)
+            known = memo.get((type(self), self.name)) if memo is not None else None
+            if known is not None and known[0] is failing:
+                return known[1]
+            found = Sparse((n, r) for n, r in failing.items() if n in cands)
+            if memo is not None:
+                memo[(type(self), self.name)] = (failing, found)
+            return found
         check = self.check
         if self.suspect is not None:
             suspect = self.suspect

@@ -12,8 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from berth.cluster.view import NodeColumn, NodeState
 from berth.engine.ledger import Listed, Sparse
+from berth.engine.slots import memo_for, position_of, slots_of
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
@@ -275,18 +278,41 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         column = unreserved_column(ctx, self.setup, "ram")
         if count < 1 or column is None:
             return super().select_among(cands, prepared, ctx)
-        free = dict(zip(cands, map(column.values.__getitem__, cands), strict=True))
-        if ctx.self_node in free:  # the pod itself does not take room on its own node
+        # The same candidates, where only nodes outside the reserve changed and stayed below its
+        # smallest value (the node the last pod of a burst went to), keep the same reserve.
+        memo = memo_for(cands) if ctx.self_node not in cands else None
+        known = memo.get(self.name) if memo is not None else None
+        if known is not None and known[0] is column:
+            changed = column.changed_since(known[1])
+            _, _, floor, reserve, largest = known
+            if changed is not None and all(
+                n not in cands or (n not in reserve and column.values[n] < floor) for n in changed
+            ):
+                memo[self.name] = (column, column.version, floor, reserve, largest)
+                return largest
+        layout = ctx.view.slots()
+        at = slots_of(cands, ctx.view)
+        free = column.array(layout)[at]
+        if ctx.self_node in cands:  # the pod itself does not take room on its own node
             state = cands[ctx.self_node]
-            free[ctx.self_node] = unreserved(node_use(state, ctx), self.setup.node_ratios(state.node), "ram")
-        # Every node above the count-th largest value is among the largest; the places left go to
-        # the nodes at that value by name (often thousands of equal nodes: sorted by name alone).
-        floor = sorted(free.values(), reverse=True)[count - 1]
-        above = sorted((n for n, v in free.items() if v > floor), key=lambda name: (-free[name], name))
-        at_floor = sorted(n for n, v in free.items() if v == floor)
-        largest = above + at_floor[: count - len(above)]
+            own = unreserved(node_use(state, ctx), self.setup.node_ratios(state.node), "ram")
+            free[position_of(cands, ctx.self_node)] = own
+        # Every node above the count-th largest value is among the largest, highest first (by name
+        # among equals); the places left go to the nodes at that value by name (often thousands of
+        # equal nodes).
+        floor = np.partition(free, len(free) - count)[len(free) - count]
+        above = np.flatnonzero(free > floor)
+        above = above[np.lexsort((layout.rank[at[above]], -free[above]))]
+        at_floor = np.flatnonzero(free == floor)
+        at_floor = at_floor[np.argsort(layout.rank[at[at_floor]], kind="stable")][: count - len(above)]
+        picked = np.concatenate((above, at_floor))
+        largest = list(map(layout.names.__getitem__, at[picked].tolist()))
+        kept_free = dict(zip(largest, free[picked].tolist(), strict=True))  # as they were at this decision
         total = len(cands)
-        return Listed(largest, lambda name: self._reason(count, total, free[name]), shared=True)
+        reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
+        if memo is not None:
+            memo[self.name] = (column, column.version, float(floor), kept_free, reserve)
+        return reserve
 
     def _reason(self, count: int, total: int, free: float) -> Reason:
         return Reason(

@@ -20,12 +20,15 @@ spreading scorers (RAM, disk, owner, random) step aside for that pod.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from itertools import repeat, starmap
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
+
+import numpy as np
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState
+from berth.engine.draws import random_draws
+from berth.engine.slots import position_of, slots_of
 from berth.engine.step import PodContext, Scorer, skip
 from berth.vocab.alloc.base import (
     AllocStep,
@@ -42,11 +45,11 @@ from berth.vocab.alloc.values import node_reboot
 NO_REBOOT_WEEKS = 52
 
 
-def _with_self(raws: list[float], cands: Mapping[str, NodeState], ctx: PodContext, raw: Any) -> list[float]:
+def _with_self(raws: np.ndarray, cands: Mapping[str, NodeState], ctx: PodContext, raw: Any) -> np.ndarray:
     """`raws` read from a view-wide cache, with the node the pod itself sits on worked out exactly
     (the pod is never its own neighbour and takes no room there)."""
     if ctx.self_node in cands:
-        raws[list(cands).index(ctx.self_node)] = float(raw(cands[ctx.self_node]))
+        raws[position_of(cands, ctx.self_node)] = float(raw(cands[ctx.self_node]))
     return raws
 
 
@@ -108,9 +111,9 @@ def _unreserved_raws(
     column = unreserved_column(ctx, step.setup, resource)
     if column is None:
         return Scorer.raws(step, cands, sign, ctx)
-    raws = list(map(column.values.__getitem__, cands))
+    raws = column.array(ctx.view.slots())[slots_of(cands, ctx.view)]
     if sign != 1:
-        raws = [float(sign * r) for r in raws]
+        raws = sign * raws
     return _with_self(raws, cands, ctx, lambda state: step.raw(state, sign, ctx))
 
 
@@ -126,9 +129,13 @@ class ScoreNumOwnerZones(_AllocScorer):
             count -= 1
         return -prepared * count
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
-        owners = ctx.view.owner_nodes(ctx.pod.namespace)
-        raws = [float(-prepared * owners.get(n, 0)) for n in cands]
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
+        # Only the nodes that host pods of the namespace differ from 0: set them by slot, then gather.
+        slots = ctx.view.slots()
+        counts = np.zeros(len(slots.names))
+        for name, count in ctx.view.owner_nodes(ctx.pod.namespace).items():
+            counts[slots.index[name]] = count
+        raws = -prepared * counts[slots_of(cands, ctx.view)]
         return _with_self(raws, cands, ctx, lambda state: self.raw(state, prepared, ctx))
 
 
@@ -144,12 +151,13 @@ class ScoreCurrentPlatform(_AllocScorer):
         platform = node_platform(state.node).platform
         return platform.score() if platform is not None else 0.0
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
-        # The platform is the node's own: worked out once per node record.
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
+        # The platform is the node's own: worked out once per node record, by slot.
         scores = ctx.view.node_memo(
-            self.name, lambda: {s.node.name: float(self.raw(s, prepared, ctx)) for s in ctx.view.states()}
+            self.name,
+            lambda: np.array([float(self.raw(s, prepared, ctx)) for s in ctx.view.states()], np.float64),
         )
-        return list(map(scores.__getitem__, cands))
+        return scores[slots_of(cands, ctx.view)]
 
 
 class ScoreNextReboot(_AllocScorer):
@@ -163,23 +171,39 @@ class ScoreNextReboot(_AllocScorer):
     def raw(self, state: NodeState, prepared: datetime, ctx: PodContext) -> float:
         return float(weeks_until_reboot(state, prepared))
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: datetime, ctx: PodContext) -> list[float]:
+    def raws(self, cands: Mapping[str, NodeState], prepared: datetime, ctx: PodContext) -> np.ndarray:
         # Only nodes with a planned reboot differ from NO_REBOOT_WEEKS; their times are read once per
-        # node record.
-        planned = ctx.view.node_memo(self.name, lambda: _planned_reboots(ctx))
-        weeks = {n: float(_weeks(when, prepared)) for n, when in planned.items() if n in cands}
-        return list(map(weeks.get, cands, repeat(float(NO_REBOOT_WEEKS))))
+        # node record, as whole microseconds, and turned into weeks for all of them at once.
+        slots, when = ctx.view.node_memo(self.name, lambda: _planned_reboots(ctx))
+        weeks = np.full(len(ctx.view), float(NO_REBOOT_WEEKS))
+        if len(slots):
+            ahead = when - _microseconds(prepared)  # timedelta.days is the floor of this in days
+            weeks[slots] = np.where(
+                ahead > 0, np.minimum(NO_REBOOT_WEEKS, (ahead // _DAY) // 7), NO_REBOOT_WEEKS
+            ).astype(np.float64)
+        return weeks[slots_of(cands, ctx.view)]
 
 
-def _planned_reboots(ctx: PodContext) -> dict[str, datetime | None]:
-    """Node -> its next reboot (None when the annotation is malformed), for nodes with the annotation."""
-    out = {}
-    for state in ctx.view.states():
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DAY = 86_400_000_000  # microseconds
+
+
+def _microseconds(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+def _planned_reboots(ctx: PodContext) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of the nodes with a well-formed planned reboot, and its time in microseconds since
+    1970 (a malformed annotation counts as none)."""
+    slots, when = [], []
+    for slot, state in enumerate(ctx.view.states()):
         raw = state.node.annotations.get(ann.NODE_NEXT_REBOOT)
         if raw:
             parsed = node_reboot(raw)
-            out[state.node.name] = None if parsed.problem else parsed.value
-    return out
+            if not parsed.problem and parsed.value is not None:
+                slots.append(slot)
+                when.append(_microseconds(parsed.value))
+    return np.array(slots, dtype=np.intp), np.array(when, dtype=np.int64)
 
 
 def _weeks(when: datetime | None, now: datetime) -> int:
@@ -205,9 +229,8 @@ class ScoreUniformRandom(_AllocScorer):
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
         return ctx.rng.random()
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
-        # One draw per node in candidate order, as raw() draws them (a C-level loop).
-        return list(starmap(ctx.rng.random, repeat((), len(cands))))
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
+        return random_draws(ctx.rng, len(cands))  # one draw per node in candidate order, as raw() draws
 
 
 class PickRandom(AllocStep, Scorer):
@@ -224,6 +247,5 @@ class PickRandom(AllocStep, Scorer):
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         return ctx.rng.random()
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> list[float]:
-        # One draw per node in candidate order, as raw() draws them (a C-level loop).
-        return list(starmap(ctx.rng.random, repeat((), len(cands))))
+    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> np.ndarray:
+        return random_draws(ctx.rng, len(cands))  # one draw per node in candidate order, as raw() draws

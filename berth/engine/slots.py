@@ -1,0 +1,138 @@
+"""Where a decision's candidates sit in the view's arrays by node (ClusterView.slots).
+
+A step that gives every candidate a number (a scorer, the large-server reserve) gathers it from an
+array by slot and works on arrays: at 5000 candidates one Python call per node costs more than the
+rule itself. The runner hands the steps plain dicts of name -> NodeState (a dict subclass would make
+every copy a slow one); what the engine knows of the dicts it made is kept beside them, for the last
+few made or used. A dict made from another by removing a few nodes knows its parent and what was
+removed, so its slots are the parent's with those masked out, not a lookup of every name; and
+removing the same nodes from the same dict again (the next pod of a burst, the same filter) gives
+back the dict made the first time, slots and all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from berth.cluster.view import ClusterView, Slots
+
+# How many dicts the engine keeps what it knows of (each held until it is dropped from here).
+KNOWN_AT_MOST = 64
+# Dicts made from one parent that are kept for reuse (the last few removals asked for).
+CHILDREN_KEPT = 4
+# Removals of more nodes than this are not kept for reuse (the key would cost what it saves).
+REUSE_AT_MOST = 2048
+
+
+class _Known:
+    __slots__ = ("cands", "children", "layout", "memo", "parent", "removed", "slots")
+
+    def __init__(self, cands: dict[str, Any], parent: Mapping[str, Any] | None, removed: Any) -> None:
+        self.cands = cands  # held, so that its id names it while it is known
+        self.parent = parent
+        self.removed = removed
+        self.slots: np.ndarray | None = None
+        self.layout: Slots | None = None  # the view's slots that `slots` are of
+        self.children: dict[tuple[str, ...], dict[str, Any]] | None = None
+        self.memo: dict[Any, Any] | None = None
+
+
+_known: dict[int, _Known] = {}
+
+
+def _info(cands: Mapping[str, Any]) -> _Known | None:
+    info = _known.pop(id(cands), None)
+    if info is None:
+        return None
+    _known[id(cands)] = info  # the most recently used last: the first is dropped first
+    return info if info.cands is cands else None
+
+
+def known(
+    cands: dict[str, Any], parent: Mapping[str, Any] | None = None, removed: Any = ()
+) -> dict[str, Any]:
+    """`cands`, remembered as made from `parent` minus the names `removed` (a root when no parent)."""
+    while len(_known) >= KNOWN_AT_MOST:
+        try:
+            del _known[next(iter(_known))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+            break
+    _known[id(cands)] = _Known(cands, parent, removed)
+    return cands
+
+
+def memo_for(cands: Mapping[str, Any]) -> dict[Any, Any] | None:
+    """A place for what a step worked out about these candidates and may reuse for the same
+    candidates in a later decision (it checks that what it read has not changed); None when the
+    engine does not know the dict."""
+    info = _info(cands)
+    if info is None:
+        return None
+    if info.memo is None:
+        info.memo = {}
+    return info.memo
+
+
+def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The candidates minus the removed ones, in order; the candidates themselves when none was."""
+    if not removed:
+        return cands
+    info = _info(cands)
+    key: tuple[str, ...] | None = None
+    if info is not None and len(removed) <= REUSE_AT_MOST:
+        key = tuple(removed)
+        if info.children is not None and (kept := info.children.get(key)) is not None:
+            _info(kept)
+            return kept
+    names = key if key is not None else tuple(removed)
+    if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict):
+        kept = cands.copy()  # at C speed, then delete the few
+        for name in names:
+            kept.pop(name, None)
+    else:
+        kept = {n: s for n, s in cands.items() if n not in removed}
+    known(kept, cands, names)
+    if info is not None and key is not None:
+        if info.children is None:
+            info.children = {}
+        elif len(info.children) >= CHILDREN_KEPT:
+            del info.children[next(iter(info.children))]
+        info.children[key] = kept
+    return kept
+
+
+def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
+    """The slot of every candidate, in candidate order (every candidate is a node of the view)."""
+    layout = view.slots()
+    info = _info(cands)
+    if info is None:
+        return _lookup(cands, layout.index)
+    if info.layout is layout:
+        return info.slots  # type: ignore[return-value]
+    parent = info.parent
+    if parent is None:
+        found = _lookup(cands, layout.index)
+    else:
+        base = slots_of(parent, view)
+        index = layout.index
+        try:
+            removed = np.fromiter(map(index.__getitem__, info.removed), np.intp)
+        except KeyError:  # a name the view does not hold was removed
+            removed = np.fromiter((index[n] for n in info.removed if n in index), np.intp)
+        marks = np.zeros(len(layout.names), dtype=bool)
+        marks[removed] = True
+        found = base[~marks[base]]
+    info.slots, info.layout = found, layout
+    return found
+
+
+def _lookup(names: Iterable[str], index: dict[str, int]) -> np.ndarray:
+    return np.fromiter(map(index.__getitem__, names), np.intp)
+
+
+def position_of(cands: Mapping[str, Any], name: str) -> int:
+    """Where `name` is among the candidates (it is one of them)."""
+    return list(cands).index(name)

@@ -1,0 +1,196 @@
+"""The engine's arrays and what it reuses between decisions give the decisions a cold engine gives.
+
+A burst of decisions on one long-lived view (its columns, slots, candidate sets and the steps' reused
+results all warm) is compared, decision by decision and byte for byte, with the same decisions made
+on a view built afresh from the same objects. Between decisions the cluster also changes the ways a
+live cluster does: a pod placed, a pod deleted from a reserved node, a node relabelled, added or
+removed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.generate import Size, generate
+from bench.scenarios import CHAINS, scenarios
+from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.view import ClusterView
+from berth.engine import decide
+from berth.engine.draws import ARRAY_FROM, random_draws
+from berth.engine.slots import known, slots_of, without
+from berth.pipeline import build_pipeline
+from berth.vocab.alloc.config import parse_config
+
+CLUSTER = generate(Size("arrays", 160, 1600), seed=3)
+SCENARIOS = {s.name: s for s in scenarios()}
+
+
+def _pipeline(chain: str):
+    description = CHAINS[chain]
+    return build_pipeline(parse_config({"allocationDescription": description}) if description else None)
+
+
+def _fresh(nodes: list[Any], pods: dict[str, Any]) -> ClusterView:
+    return ClusterView(nodes, list(pods.values()))
+
+
+def _bytes(decision) -> bytes:
+    return (
+        orjson.dumps(decision.to_dict(detail=True))
+        + repr((decision.chosen, decision.summary, decision.events, decision.had_no_choice)).encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "chain"),
+    [
+        ("allocator", "default"),
+        ("tag-affinity", "default"),
+        ("tag-affinity", "tags"),
+        ("policy-any", "policy"),
+    ],
+)
+def test_a_burst_on_a_warm_view_decides_as_a_fresh_view_does(scenario, chain):
+    items = CLUSTER["items"]
+    nodes = [node_from_k8s(o) for o in items if o["kind"] == "Node"]
+    pods = {p.key: p for p in (pod_from_k8s(o) for o in items if o["kind"] == "Pod")}
+    policies = [o for o in items if o["kind"] == "PlacementPolicy"]
+    warm = _fresh(nodes, pods)
+    for policy in policies:
+        warm.upsert_policy(policy)
+    pipeline = _pipeline(chain)
+    base = pod_from_k8s(SCENARIOS[scenario].pod)
+    rng = random.Random(5)
+    names = warm.node_names()
+    for i in range(24):
+        change = i % 6
+        if change == 2:  # pods land on the roomiest node, which the large-server reserve held
+            memory = {
+                n: s.node.allocatable.get("memory", 0) - s.limited.get("memory", 0)
+                for n, s in warm.states_by_name().items()
+            }
+            roomiest = max(memory, key=memory.get)
+            for j, template in enumerate(list(pods.values())[:8]):
+                landed = msgspec.structs.replace(
+                    template, name=f"landed-{i}-{j}", uid=f"landed-{i}-{j}", node_name=roomiest
+                )
+                pods[landed.key] = landed
+                warm.add_pod(landed)
+        elif change == 3 and i > 6:  # and some of them leave again
+            for key in [k for k in pods if k.split("/")[1].startswith(f"landed-{i - 1}-")][:4]:
+                pods.pop(key)
+                warm.remove_pod(key)
+        elif change == 4:  # a node is relabelled
+            name = rng.choice(names)
+            state = warm.state(name)
+            relabelled = msgspec.structs.replace(state.node, labels={**state.node.labels, "rack": f"r{i}"})
+            nodes = [relabelled if n.name == name else n for n in nodes]
+            warm.upsert_node(relabelled)
+        elif change == 5 and i < 12:  # a node joins
+            joined = msgspec.structs.replace(nodes[i], name=f"joined-{i}")
+            nodes.append(joined)
+            warm.upsert_node(joined)
+        elif change == 5:  # a node leaves
+            gone = nodes.pop(rng.randrange(len(nodes)))
+            warm.remove_node(gone.name)
+            for key in [k for k, p in pods.items() if p.node_name == gone.name]:
+                pods.pop(key)
+        cold = _fresh(nodes, pods)
+        for policy in policies:
+            cold.upsert_policy(policy)
+        asked = [n.name for n in nodes]
+        if i % 4 == 3:  # a subset, with a node the view does not know
+            asked = [*rng.sample(asked, len(asked) // 2), "not-a-node"]
+        new = msgspec.structs.replace(base, name=f"{base.name}-{i}", uid=f"{base.uid[:-6]}{i:06d}")
+        hot = decide(new, warm, pipeline, candidates=asked, seed=i)
+        assert _bytes(hot) == _bytes(decide(new, cold, pipeline, candidates=asked, seed=i)), i
+        if hot.chosen:
+            placed = msgspec.structs.replace(new, node_name=hot.chosen)
+            pods[placed.key] = placed
+            warm.add_pod(placed)
+    # A pod the view already holds is never its own neighbour and takes no room on its own node.
+    existing = next(p for p in pods.values() if p.node_name and p.namespace == base.namespace)
+    cold = _fresh(nodes, pods)
+    for policy in policies:
+        cold.upsert_policy(policy)
+    assert _bytes(decide(existing, warm, pipeline, seed=1)) == _bytes(
+        decide(existing, cold, pipeline, seed=1)
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**63), st.integers(min_value=0, max_value=3000), st.integers(0, 700)
+)
+def test_random_draws_are_the_draws_of_the_python_loop_and_leave_the_generator_as_it_would(seed, n, before):
+    loop, batch = random.Random(seed), random.Random(seed)
+    for _ in range(before):
+        loop.random()
+        batch.random()
+    expected = [loop.random() for _ in range(n)]
+    assert random_draws(batch, n).tolist() == expected
+    assert batch.getstate() == loop.getstate()
+    assert batch.random() == loop.random()
+
+
+def test_random_draws_below_the_array_size_are_the_same_too():
+    loop, batch = random.Random(9), random.Random(9)
+    assert random_draws(batch, ARRAY_FROM - 1).tolist() == [loop.random() for _ in range(ARRAY_FROM - 1)]
+    assert batch.getstate() == loop.getstate()
+
+
+def _small_view() -> ClusterView:
+    items = generate(Size("slots", 40, 200), seed=2)["items"]
+    return ClusterView(
+        [node_from_k8s(o) for o in items if o["kind"] == "Node"],
+        [pod_from_k8s(o) for o in items if o["kind"] == "Pod"],
+    )
+
+
+def test_candidates_made_by_removing_nodes_know_their_slots_and_are_reused():
+    view = _small_view()
+    states = view.states_by_name()
+    outside, *names = list(reversed(view.node_names()))
+    root = known({n: states[n] for n in names})
+    first = without(root, {n: None for n in names[::3]})
+    second = without(first, {n: None for n in names[1::5]})
+    for cands in (root, first, second):
+        assert [view.slots().names[s] for s in slots_of(cands, view).tolist()] == list(cands)
+    assert without(root, {n: None for n in names[::3]}) is first  # the same removal again
+    assert list(first) == [n for i, n in enumerate(names) if i % 3]
+    view.remove_node(outside)  # a node none of them holds: the slots move, and are found again
+    assert [view.slots().names[s] for s in slots_of(second, view).tolist()] == list(second)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 39), st.integers(0, 199)), max_size=40))
+def test_a_node_column_keeps_its_extremes_and_array_true_through_changes(changes):
+    view = _small_view()
+    column = view.column("test/pods", lambda state: float(len(state.pods)))
+    layout = view.slots()
+    version = column.version
+    touched: set[str] = set()
+    pods = list(view.pods())
+    for add, node_index, pod_index in changes:
+        node_name = layout.names[node_index]
+        if add:
+            moved = msgspec.structs.replace(pods[pod_index], node_name=node_name)
+            view.add_pod(moved)
+            touched.update({node_name, pods[pod_index].node_name})
+            pods[pod_index] = moved
+        else:
+            view.remove_pod(pods[pod_index].key)
+            touched.add(pods[pod_index].node_name)
+        column = view.column("test/pods", lambda state: float(len(state.pods)))
+        expected = {n: float(len(s.pods)) for n, s in view.states_by_name().items()}
+        assert column.values == expected
+        assert (column.low, column.high) == (min(expected.values()), max(expected.values()))
+        assert column.array(layout).tolist() == [expected[n] for n in layout.names]
+    assert touched <= set(column.changed_since(version)) | {""}
