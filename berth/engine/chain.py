@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse
 from typing import Any
 
 from berth.engine.ledger import Candidates, Column, Excluded, ScoreColumn, SetAside, StepRun, TierColumn
@@ -132,9 +131,8 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> 
         best = max(best, 0)  # some node is at 0
     if all(v == best for v in values.values()) and (best == 0 or len(values) == len(cands)):
         kept = cands  # every node is at the highest value
-    elif best == 0:  # the nodes at 0 stay: drop the others (filterfalse keeps the loop in C)
-        below = {n for n, v in values.items() if v != 0}
-        kept = _pick(cands, filterfalse(below.__contains__, cands))
+    elif best == 0:  # the nodes at 0 stay: drop the others (as a filter does, copied at C speed)
+        kept = without(cands, dict.fromkeys(n for n, v in values.items() if v != 0))
     else:  # the few nodes at the highest value stay
         top = {n for n, v in values.items() if v == best}
         kept = _pick(cands, filter(top.__contains__, cands))

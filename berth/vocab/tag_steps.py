@@ -98,6 +98,17 @@ class RequireWithoutTag(NodeFilter):
         message = self._message(prepared, ctx)
         made: dict[tuple, Reason] = {}
         removed = Sparse()
+        if len(prepared) == 1:  # one excluded tag: the holders and their counts are the removals
+            tag, held = prepared[0], holders[0]
+            for name, count in held.items():
+                if name in cands:
+                    reason = made.get(count)  # type: ignore[call-overload]
+                    if reason is None:
+                        reason = made[count] = Reason(  # type: ignore[index]
+                            self.name, Kind.EXHAUSTED, message, {"found": {tag: count}}
+                        )
+                    removed[name] = reason
+            return removed
         for name in {n for h in holders for n in h if n in cands}:
             found = tuple((t, h[name]) for t, h in zip(prepared, holders, strict=True) if name in h)
             reason = made.get(found)

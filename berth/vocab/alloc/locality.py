@@ -120,7 +120,10 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         # Spreading concerns only the nodes that already host pods of the namespace; their reasons,
         # one per pod count, are made when read.
         namespace = ctx.pod.namespace
-        counts = {n: c for n, c in ctx.view.owner_nodes(namespace).items() if n in cands}
+        owners = ctx.view.owner_nodes(namespace)
+        if len(owners) >= len(cands) and ctx.self_node not in cands and owners.keys() >= cands.keys():
+            return {}  # every candidate hosts pods of the namespace: none is set aside (checked in C)
+        counts = {n: c for n, c in owners.items() if n in cands}
         if ctx.self_node in counts and self_pod(cands[ctx.self_node], ctx) is not None:
             counts[ctx.self_node] -= 1
             if not counts[ctx.self_node]:
