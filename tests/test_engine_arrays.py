@@ -194,3 +194,25 @@ def test_a_node_column_keeps_its_extremes_and_array_true_through_changes(changes
         assert (column.low, column.high) == (min(expected.values()), max(expected.values()))
         assert column.array(layout).tolist() == [expected[n] for n in layout.names]
     assert touched <= set(column.changed_since(version)) | {""}
+
+
+def test_the_order_the_nodes_are_asked_in_does_not_change_the_decision():
+    """kube-scheduler lists the feasible nodes in an order that changes from pod to pod; the decision,
+    its random parts included, depends on the nodes asked about, not on their order."""
+    items = CLUSTER["items"]
+    view = ClusterView(
+        [node_from_k8s(o) for o in items if o["kind"] == "Node"],
+        [pod_from_k8s(o) for o in items if o["kind"] == "Pod"],
+    )
+    pipeline = _pipeline("default")
+    new = pod_from_k8s(SCENARIOS["allocator"].pod)
+    names = view.node_names()
+    rng = random.Random(11)
+    in_order = decide(new, view, pipeline, candidates=sorted(names), seed=4).to_dict(detail=True)
+    in_order["nodes"].sort(key=lambda n: n["name"])  # the per-node results are listed as asked
+    for _ in range(3):
+        shuffled = rng.sample(names, len(names))
+        again = decide(new, view, pipeline, candidates=shuffled, seed=4).to_dict(detail=True)
+        assert [n["name"] for n in again["nodes"]] == shuffled
+        again["nodes"].sort(key=lambda n: n["name"])
+        assert again == in_order

@@ -105,15 +105,15 @@ class Slots:
     names: list[str]  # slot -> node name
     index: dict[str, int]  # node name -> slot
     rank: np.ndarray  # slot -> the node's place among the names sorted
+    by_rank: np.ndarray  # the other way round: place among the names sorted -> slot
 
     @classmethod
     def of(cls, names: list[str], generation: int) -> Slots:
+        by_rank = np.fromiter(sorted(range(len(names)), key=names.__getitem__), np.intp, len(names))
         rank = np.empty(len(names), dtype=np.intp)
-        rank[np.fromiter(sorted(range(len(names)), key=names.__getitem__), np.intp, len(names))] = np.arange(
-            len(names)
-        )
+        rank[by_rank] = np.arange(len(names))
         index = {name: slot for slot, name in enumerate(names)}
-        return cls(generation, names, index, rank)
+        return cls(generation, names, index, rank, by_rank)
 
 
 class NodeColumn:

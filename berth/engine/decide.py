@@ -70,7 +70,8 @@ def decide(
     candidates: Iterable[str] | None = None,
     seed: int | None = None,
 ) -> Decision:
-    """Where `pod` goes among `candidates` (default: every node in the view), and why.
+    """Where `pod` goes among `candidates` (default: every node in the view), and why. The order of
+    `candidates` does not matter: the chain takes them in name order.
 
     Never raises for bad input: an invalid specification is a Decision with a 400 error, no fit is a
     Decision with a 409 error.
@@ -167,30 +168,38 @@ def decide(
 
 
 def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[str, Reason]]:
-    """The asked-for nodes the view knows, as name -> NodeState, and a Reason for the others.
+    """The asked-for nodes the view knows, as name -> NodeState in the order of their names, and a
+    Reason for the others.
 
-    kube-scheduler asks about the same nodes in the same order pod after pod; until a node changes,
-    the candidates of the last few lists asked about are reused (the runner never changes them)."""
-    recent: list[tuple[list[str], Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
+    The order kube-scheduler lists the nodes in changes from pod to pod (its filters run in parallel)
+    and does not change a decision: the chain sees the candidates sorted by name. So a decision is
+    replayed from its seed without knowing that order, and the same nodes asked about again, pod after
+    pod, are the same candidates until a node changes (the runner never changes them), with everything
+    the chain worked out about them."""
+    layout = view.slots()
+    index = layout.index
+    try:
+        slots = np.fromiter(map(index.__getitem__, names), np.intp, len(names))
+        unknown_names: list[str] = []
+    except KeyError:
+        slots = np.fromiter((index[n] for n in names if n in index), np.intp)
+        unknown_names = list(dict.fromkeys(n for n in names if n not in index))
+    ranks = np.unique(layout.rank[slots])  # sorted, each node once
+    key = (ranks.tobytes(), tuple(unknown_names))
+    recent: list[tuple[tuple, Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
     for i, (asked, cands, unknown) in enumerate(recent):
-        if len(asked) == len(names) and asked == names:
+        if asked == key:
             recent.insert(0, recent.pop(i))
             return cands, unknown
-    cands, unknown = _lookup(view, names)
-    recent.insert(0, (list(names), cands, unknown))
+    sorted_names, states = view.sorted_names(), view.states_by_name()
+    picked = list(map(sorted_names.__getitem__, ranks.tolist()))
+    cands = dict(zip(picked, map(states.__getitem__, picked), strict=True))
+    known(cands, slots=(layout, layout.by_rank[ranks]))
+    missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
+    unknown = dict.fromkeys(unknown_names, missing)
+    recent.insert(0, (key, cands, unknown))
     del recent[RECENT_CANDIDATES:]
     return cands, unknown
-
-
-def _lookup(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[str, Reason]]:
-    states = view.states_by_name()
-    try:
-        return known(dict(zip(names, map(states.__getitem__, names), strict=True))), {}
-    except KeyError:
-        pass
-    missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
-    cands = known({n: states[n] for n in names if n in states})
-    return cands, {n: missing for n in names if n not in states}
 
 
 def _tied(

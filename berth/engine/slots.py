@@ -52,15 +52,22 @@ def _info(cands: Mapping[str, Any]) -> _Known | None:
 
 
 def known(
-    cands: dict[str, Any], parent: Mapping[str, Any] | None = None, removed: Any = ()
+    cands: dict[str, Any],
+    parent: Mapping[str, Any] | None = None,
+    removed: Any = (),
+    *,
+    slots: tuple[Slots, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """`cands`, remembered as made from `parent` minus the names `removed` (a root when no parent)."""
+    """`cands`, remembered as made from `parent` minus the names `removed` (a root when no parent),
+    with its slots when the maker has them."""
     while len(_known) >= KNOWN_AT_MOST:
         try:
             del _known[next(iter(_known))]
         except (KeyError, RuntimeError, StopIteration):  # another thread got there first
             break
-    _known[id(cands)] = _Known(cands, parent, removed)
+    info = _known[id(cands)] = _Known(cands, parent, removed)
+    if slots is not None:
+        info.layout, info.slots = slots
     return cands
 
 
