@@ -125,9 +125,11 @@ def test_a_burst_on_a_warm_view_decides_as_a_fresh_view_does(scenario, chain):
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
-    st.integers(min_value=0, max_value=2**63), st.integers(min_value=0, max_value=3000), st.integers(0, 700)
+    st.integers(min_value=0, max_value=2**63),
+    st.integers(min_value=ARRAY_FROM, max_value=3 * ARRAY_FROM),
+    st.integers(0, 700),
 )
 def test_random_draws_are_the_draws_of_the_python_loop_and_leave_the_generator_as_it_would(seed, n, before):
     loop, batch = random.Random(seed), random.Random(seed)
