@@ -184,7 +184,9 @@ def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[s
     except KeyError:
         slots = np.fromiter((index[n] for n in names if n in index), np.intp)
         unknown_names = list(dict.fromkeys(n for n in names if n not in index))
-    ranks = np.unique(layout.rank[slots])  # sorted, each node once
+    ranks = np.sort(layout.rank[slots])
+    if len(ranks) > 1 and (twice := ranks[1:] == ranks[:-1]).any():  # a node named twice counts once
+        ranks = ranks[np.concatenate(([True], ~twice))]
     key = (ranks.tobytes(), tuple(unknown_names))
     recent: list[tuple[tuple, Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
     for i, (asked, cands, unknown) in enumerate(recent):

@@ -75,6 +75,13 @@ class Excluded(LazyReasons):
     def shared(self) -> Reason | None:
         return self._shared
 
+    def kept_of(self, cands: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The candidates left once these are removed from `cands`, when the step that found them
+        already made that dict (name -> NodeState, in candidate order)."""
+        if self.among is cands and type(self._kept) is dict and len(self._kept) == len(cands) - len(self):
+            return self._kept
+        return None
+
 
 class Listed(LazyReasons):
     """The nodes `names`, in that order, each with the Reason `make(name)` gives it; `shared` when

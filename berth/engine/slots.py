@@ -94,7 +94,11 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
         if info.children is not None and (kept := info.children.get(key)) is not None:
             _info(kept)
             return kept
-    names = key if key is not None else tuple(removed)
+    names = key if key is not None else removed
+    kept_by_step = getattr(removed, "kept_of", None)
+    if kept_by_step is not None and (kept := kept_by_step(cands)) is not None:
+        known(kept)  # a step that kept a few of many nodes made the dict already, in candidate order
+        return kept
     if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict):
         kept = cands.copy()  # at C speed, then delete the few
         for name in names:
@@ -120,7 +124,7 @@ def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     if info.layout is layout:
         return info.slots  # type: ignore[return-value]
     parent = info.parent
-    if parent is None:
+    if parent is None or len(info.removed) > len(cands):  # fewer kept than removed: look the kept up
         found = _lookup(cands, layout.index)
     else:
         base = slots_of(parent, view)
