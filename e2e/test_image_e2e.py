@@ -139,8 +139,9 @@ def test_the_image_is_its_base_and_a_virtualenv_of_modest_size(image):
     base = _megabytes(next(v for k, v in found.items() if k.startswith("localhost/berth-base:")))
     print(f"image {image.name}: {size:.0f} MB, base {base:.0f} MB; build step {image.build_seconds:.0f} s")
     # The virtualenv: berth and its pinned dependencies, of which the kubernetes package (the kubeconfig
-    # loader) is about 130 MB; no pip cache, no build tree.
-    assert size - base < 320, f"berth's virtualenv adds {size - base:.0f} MB to the base"
+    # loader) is about 130 MB and numpy (the engine's arrays, with its OpenBLAS) about 75 MB; no pip
+    # cache, no build tree. 359 MB when this bound was set.
+    assert size - base < 400, f"berth's virtualenv adds {size - base:.0f} MB to the base"
     venv = image.rootfs / "opt/berth"
     assert (venv / "bin/berth").exists() and not (image.rootfs / "src").exists()
     assert not (image.rootfs / "root/.cache/pip").exists() or not any(
