@@ -20,6 +20,7 @@ from berth.engine.slots import memo_for, position_of, slots_of
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
+    EPSILON,
     MIB,
     AllocStep,
     fits,
@@ -46,11 +47,17 @@ class _Need:
 
 
 def _exceeding(
-    column: NodeColumn, cands: Mapping[str, NodeState], fails: Any, check: Any
+    column: NodeColumn, cands: Mapping[str, NodeState], fails: Any, check: Any, ctx: PodContext
 ) -> Mapping[str, Reason]:
-    """The candidates `check` removes, asking only the nodes whose column value `fails` (the pod
-    itself only ever adds room on its own node, so no other node can fail)."""
-    suspects = [n for n, v in column.values.items() if fails(v) and n in cands]
+    """The candidates `check` removes, asking only the nodes whose column value `fails` (a test of the
+    column's array, elementwise; the pod itself only ever adds room on its own node, so no other node
+    can fail)."""
+    layout = ctx.view.slots()
+    suspects = [
+        n
+        for n in map(layout.names.__getitem__, np.flatnonzero(fails(column.array(layout))).tolist())
+        if n in cands
+    ]
     out = Sparse()
     for name in suspects:
         reason = check(cands[name])
@@ -101,8 +108,9 @@ class _MinResource(AllocStep, NodeFilter):
         need = needed(prepared.size, self.resource, prepared.pod_ratios, self.setup.default_ratios())
         if fits(column.low, need):
             return {}
+        # not fits(free, need), the same float operations over the array
         return _exceeding(
-            column, cands, lambda free: not fits(free, need), lambda s: self.check(s, prepared, ctx)
+            column, cands, lambda free: ~(free + EPSILON >= need), lambda s: self.check(s, prepared, ctx), ctx
         )
 
     @property
@@ -167,7 +175,9 @@ class HardFilterVmCount(AllocStep, NodeFilter):
         column = pod_count_column(ctx)
         if column.high < limit:  # the busiest node has room
             return {}
-        return _exceeding(column, cands, lambda pods: pods >= limit, lambda s: self.check(s, prepared, ctx))
+        return _exceeding(
+            column, cands, lambda pods: pods >= limit, lambda s: self.check(s, prepared, ctx), ctx
+        )
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         limit = self.defaults.filter_vm_limit
