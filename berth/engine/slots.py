@@ -87,6 +87,10 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
     """The candidates minus the removed ones, in order; the candidates themselves when none was."""
     if not removed:
         return cands
+    kept_by_step = getattr(removed, "kept_of", None)
+    if kept_by_step is not None and (kept := kept_by_step(cands)) is not None:
+        known(kept)  # a step that kept a few of many nodes made the dict already, in candidate order
+        return kept
     info = _info(cands)
     key: tuple[str, ...] | None = None
     if info is not None and len(removed) <= REUSE_AT_MOST:
@@ -95,10 +99,6 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
             _info(kept)
             return kept
     names = key if key is not None else removed
-    kept_by_step = getattr(removed, "kept_of", None)
-    if kept_by_step is not None and (kept := kept_by_step(cands)) is not None:
-        known(kept)  # a step that kept a few of many nodes made the dict already, in candidate order
-        return kept
     if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict):
         kept = cands.copy()  # at C speed, then delete the few
         for name in names:

@@ -96,24 +96,19 @@ class RequireWithoutTag(NodeFilter):
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
-        made: dict[tuple, Reason] = {}
-        removed = Sparse()
-        if len(prepared) == 1:  # one excluded tag: the holders and their counts are the removals
-            tag, held = prepared[0], holders[0]
+        # node -> (tag, count) of each excluded tag it holds, in the order of the tags
+        found: dict[str, list[tuple[str, int]]] = {}
+        for tag, held in zip(prepared, holders, strict=True):
             for name, count in held.items():
                 if name in cands:
-                    reason = made.get(count)  # type: ignore[call-overload]
-                    if reason is None:
-                        reason = made[count] = Reason(  # type: ignore[index]
-                            self.name, Kind.EXHAUSTED, message, {"found": {tag: count}}
-                        )
-                    removed[name] = reason
-            return removed
-        for name in {n for h in holders for n in h if n in cands}:
-            found = tuple((t, h[name]) for t, h in zip(prepared, holders, strict=True) if name in h)
-            reason = made.get(found)
+                    found.setdefault(name, []).append((tag, count))
+        made: dict[tuple, Reason] = {}
+        removed = Sparse()
+        for name, pairs in found.items():
+            key = tuple(pairs)
+            reason = made.get(key)
             if reason is None:
-                reason = made[found] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(found)})
+                reason = made[key] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(key)})
             removed[name] = reason
         return removed
 

@@ -215,7 +215,8 @@ def needed(size: float, resource: str, pod_ratios: dict[str, float], node_ratios
     return math.ceil(value - EPSILON) if resource == "disk" else value
 
 
-def fits(free: float, need: float) -> bool:
+def fits(free: Any, need: float) -> Any:
+    """Whether `free` covers `need`; `free` may be an array of nodes' values (elementwise)."""
     return free + EPSILON >= need
 
 

@@ -20,7 +20,6 @@ from berth.engine.slots import memo_for, position_of, slots_of
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
-    EPSILON,
     MIB,
     AllocStep,
     fits,
@@ -108,9 +107,8 @@ class _MinResource(AllocStep, NodeFilter):
         need = needed(prepared.size, self.resource, prepared.pod_ratios, self.setup.default_ratios())
         if fits(column.low, need):
             return {}
-        # not fits(free, need), the same float operations over the array
         return _exceeding(
-            column, cands, lambda free: ~(free + EPSILON >= need), lambda s: self.check(s, prepared, ctx), ctx
+            column, cands, lambda free: ~fits(free, need), lambda s: self.check(s, prepared, ctx), ctx
         )
 
     @property
