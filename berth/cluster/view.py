@@ -30,6 +30,7 @@ import numpy as np
 
 from berth import annotations as ann
 from berth.cluster.model import Node, Pod
+from berth.cluster.names import NameTable
 from berth.vocab.policy.compile import CompiledPolicy, missing_policy, reload_policy
 
 
@@ -235,6 +236,7 @@ class ClusterView:
         self._columns: dict[Hashable, NodeColumn] = {}
         self._sorted_names: list[str] | None = None
         self._slots: Slots | None = None
+        self._name_table: NameTable | None = None
         self.layout_generation = 0  # bumped when a node is added or removed: the slots change
         self.generation = 0
         self.node_generation = 0
@@ -269,6 +271,13 @@ class ClusterView:
         if self._slots is None or self._slots.generation != self.layout_generation:
             self._slots = Slots.of(list(self._nodes), self.layout_generation)
         return self._slots
+
+    def name_table(self) -> NameTable:
+        """The node names of `slots()`, for finding thousands at once in a JSON array (names.py)."""
+        layout = self.slots()
+        if self._name_table is None or self._name_table.layout is not layout:
+            self._name_table = NameTable(layout)
+        return self._name_table
 
     def tag_nodes(self, namespace: str, tag: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it carrying `tag` (only nodes with at least one); read-only."""

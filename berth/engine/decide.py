@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from berth.cluster.model import Pod
+from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
 from berth.engine.ledger import Candidates, Ledger, shared_reason
@@ -67,11 +68,12 @@ def decide(
     view: ClusterView,
     pipeline: Pipeline,
     *,
-    candidates: Iterable[str] | None = None,
+    candidates: Iterable[str] | Found | None = None,
     seed: int | None = None,
 ) -> Decision:
-    """Where `pod` goes among `candidates` (default: every node in the view), and why. The order of
-    `candidates` does not matter: the chain takes them in name order.
+    """Where `pod` goes among `candidates` (default: every node in the view), and why; candidates
+    are names, or names already found in the view's slots (`Found`, from ClusterView.name_table).
+    The order of `candidates` does not matter: the chain takes them in name order.
 
     Never raises for bad input: an invalid specification is a Decision with a 400 error, no fit is a
     Decision with a 409 error.
@@ -79,7 +81,12 @@ def decide(
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
     chain_names = pipeline.step_names
-    names = view.node_names() if candidates is None else list(candidates)
+    found = candidates if isinstance(candidates, Found) and candidates.layout is view.slots() else None
+    names: Sequence[str]  # a Found is read as names only if the decision needs them
+    if candidates is None:
+        names = view.node_names()
+    else:
+        names = candidates if isinstance(candidates, Found) else list(candidates)
 
     try:
         spec = pipeline.compile_pod(pod)
@@ -87,7 +94,7 @@ def decide(
         return _invalid(pod, list(dict.fromkeys(names)), exc, chain_names, seed)
 
     ctx = PodContext(pod=pod, spec=spec, view=view, rng=random.Random(seed))
-    cands, unknown = _candidates(view, names)
+    cands, unknown = _candidates(view, names, found.slots if found is not None else None)
     if len(cands) + len(unknown) < len(names):  # a node named twice counts once
         names = list(dict.fromkeys(names))
 
@@ -167,9 +174,11 @@ def decide(
     )
 
 
-def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[str, Reason]]:
+def _candidates(
+    view: ClusterView, names: list[str], slots: np.ndarray | None = None
+) -> tuple[Candidates, dict[str, Reason]]:
     """The asked-for nodes the view knows, as name -> NodeState in the order of their names, and a
-    Reason for the others.
+    Reason for the others; `slots` are the names' slots when they were found already.
 
     The order kube-scheduler lists the nodes in changes from pod to pod (its filters run in parallel)
     and does not change a decision: the chain sees the candidates sorted by name. So a decision is
@@ -178,9 +187,10 @@ def _candidates(view: ClusterView, names: list[str]) -> tuple[Candidates, dict[s
     the chain worked out about them."""
     layout = view.slots()
     index = layout.index
+    unknown_names: list[str] = []
     try:
-        slots = np.fromiter(map(index.__getitem__, names), np.intp, len(names))
-        unknown_names: list[str] = []
+        if slots is None:
+            slots = np.fromiter(map(index.__getitem__, names), np.intp, len(names))
     except KeyError:
         slots = np.fromiter((index[n] for n in names if n in index), np.intp)
         unknown_names = list(dict.fromkeys(n for n in names if n not in index))
@@ -306,7 +316,7 @@ def no_fit_message(
     return available
 
 
-def _invalid(pod: Pod, names: list[str], exc: SpecError, chain: tuple[str, ...], seed: int) -> Decision:
+def _invalid(pod: Pod, names: Sequence[str], exc: SpecError, chain: tuple[str, ...], seed: int) -> Decision:
     message = exc.message
     not_evaluated = Reason("berth/spec", Kind.UNMET, "not evaluated: the specification is invalid")
     return Decision(

@@ -364,7 +364,7 @@ def in_order(removed: Mapping[str, Reason], among: Candidates) -> Mapping[str, R
 class Ledger:
     """Everything one decision found, kept compact; the Decision reads it."""
 
-    names: list[str]  # every node asked about, in order, known to the view or not
+    names: Sequence[str]  # every node asked about, in order, known to the view or not
     kept: Candidates  # the candidates at the end of the chain
     removals: list[Mapping[str, Reason]]  # disjoint: each node is removed at most once
     columns: list[Column]  # the score parts that count, in chain order

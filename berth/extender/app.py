@@ -34,7 +34,7 @@ log = logging.getLogger("berth.extender")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 5000 full Node objects fit; anything larger is refused
 
 _decoders = {
-    "filter": msgspec.json.Decoder(wire.ExtenderArgs),
+    "filter": msgspec.json.Decoder(wire.ExtenderFilterArgs),
     "prioritize": msgspec.json.Decoder(wire.ExtenderArgs),
     "bind": msgspec.json.Decoder(wire.ExtenderBindingArgs),
     "preempt": msgspec.json.Decoder(wire.ExtenderPreemptionArgs),
@@ -86,13 +86,14 @@ class Verbs:
     async def answer(self, verb: str, body: bytes) -> tuple[int, bytes]:
         start = time.perf_counter()
         try:
+            placer = self.placer
             try:
                 args = _decoders[verb].decode(body)
+                asked = placer.asked(args) if verb == "filter" else None
             except msgspec.DecodeError as exc:
-                return 400, orjson.dumps({"error": f"{verb}: {exc}"})
-            placer = self.placer
+                return 400, orjson.dumps({"error": f"{verb}: {_why(verb, body, exc)}"})
             if verb == "filter":
-                return 200, wire.ENCODER.encode(await placer.filter(args))
+                return 200, wire.ENCODER.encode(await placer.filter(args, asked))
             if verb == "prioritize":
                 return 200, wire.ENCODER.encode(await placer.prioritize(args))
             if verb == "bind":
@@ -107,6 +108,21 @@ class Verbs:
             )
         finally:
             self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
+
+
+_ARGS = msgspec.json.Decoder(wire.ExtenderArgs)
+
+
+def _why(verb: str, body: bytes, exc: msgspec.DecodeError) -> msgspec.DecodeError:
+    """The error as decoding the whole body says it, with the path to the field (filter decodes
+    NodeNames on its own)."""
+    if verb != "filter":
+        return exc
+    try:
+        _ARGS.decode(body)
+    except msgspec.DecodeError as whole:
+        return whole
+    return exc
 
 
 TOO_LARGE = orjson.dumps({"error": f"body larger than {MAX_BODY_BYTES} bytes"})

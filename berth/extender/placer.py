@@ -23,6 +23,7 @@ import msgspec
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
+from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide
 from berth.errors import BerthError
@@ -35,6 +36,9 @@ DECISION_CACHE = 10_000
 # specifications are always recorded.
 PLACEMENT_EVENTS = ("Placed", "HadNoChoice", "FinalCandidates", "HighestAffinity")
 RECORD_ANNOTATION = "berth.dev/placement"
+# A NodeNames array this long (bytes) is found in the view's name table; a shorter one costs less
+# decoded (about 300 names).
+FIND_FROM_BYTES = 4096
 NOT_READY = "berth: the cluster cache is not synced yet; the pod will be retried"
 REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
 
@@ -131,7 +135,7 @@ class Placer:
             return False
         return not any(p.reads_session for p in view.policies_for(remembered.pod))
 
-    def _decide(self, pod: Pod, names: list[str]) -> tuple[Remembered, Decision]:
+    def _decide(self, pod: Pod, names: list[str] | Found) -> tuple[Remembered, Decision]:
         decision = decide(pod, self.cluster.view, self.online, candidates=names, seed=seed_for(pod))
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
@@ -159,27 +163,42 @@ class Placer:
         await self.recorder(pod, [Event("Warning", reason, decision.error.message)])
 
     # -- verbs ----------------------------------------------------------------------------------
-    async def filter(self, args: wire.ExtenderArgs) -> wire.ExtenderFilterResult:
-        names = args.candidate_names()
+    def asked(self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs) -> list[str] | Found:
+        """The nodes a filter call asks about: a long NodeNames array is found in the view's name
+        table straight from its bytes, anything else decoded (msgspec.ValidationError when it is not
+        an array of strings)."""
+        if not isinstance(args, wire.ExtenderFilterArgs):
+            return args.candidate_names()
+        if len(args.node_names) >= FIND_FROM_BYTES:
+            found = self.cluster.view.name_table().find(args.node_names)
+            if found is not None:
+                return found
+        return args.decoded().candidate_names()
+
+    async def filter(
+        self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs, asked: list[str] | Found | None = None
+    ) -> wire.ExtenderFilterResult:
         if not self.cluster.ready():
             # Fail closed: a view that may be missing placements must not place pods. The scheduler
             # takes the error as a failed attempt and tries the pod again after a backoff.
             self.observe("not_ready")
             return wire.ExtenderFilterResult(error=NOT_READY)
+        if asked is None:
+            asked = self.asked(args)
         try:
             pod = pod_from_k8s(args.pod)
         except BerthError as exc:
             reason = f"berth: the pod cannot be read: {exc.message}"
             return wire.ExtenderFilterResult(
-                node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(names, reason)
+                node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(_names(asked), reason)
             )
-        remembered, decision = self._decide(pod, names)
+        remembered, decision = self._decide(pod, asked)
         await self._warn_once(pod, decision)
         if decision.error is not None and decision.error.code == 400:
             await self._refused(pod, decision)
             reason = f"berth: invalid placement specification: {decision.error.message}"
             return wire.ExtenderFilterResult(
-                node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(names, reason)
+                node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(_names(asked), reason)
             )
         if decision.chosen is not None:
             # Decided: the one node, no failure map. The scheduler skips scoring with one node left.
@@ -254,6 +273,10 @@ class Placer:
     def simulate(self, pod_obj: dict[str, Any], *, seed: int | None = None) -> Decision:
         pod = pod_from_k8s(pod_obj)
         return decide(pod, self.cluster.view, self.offline, seed=seed)
+
+
+def _names(asked: list[str] | Found) -> list[str]:
+    return asked.names() if isinstance(asked, Found) else asked
 
 
 def refused_for_sure(exc: Exception) -> bool:

@@ -38,6 +38,22 @@ class ExtenderArgs(_Wire):
         return [((n.get("metadata") or {}).get("name") or "") for n in items]
 
 
+class ExtenderFilterArgs(_Wire):
+    """ExtenderArgs as filter reads them: NodeNames kept as raw JSON, for ClusterView.name_table to
+    find thousands of names at once (the decoded form is the same as ExtenderArgs)."""
+
+    pod: dict[str, Any]
+    nodes: NodeList | None = None
+    node_names: msgspec.Raw = msgspec.Raw(b"null")
+
+    def decoded(self) -> ExtenderArgs:
+        names = _NAMES.decode(self.node_names)
+        return ExtenderArgs(pod=self.pod, nodes=self.nodes, node_names=names)
+
+
+_NAMES = msgspec.json.Decoder(list[str] | None)
+
+
 class ExtenderFilterResult(_Wire):
     nodes: NodeList | None = None
     node_names: list[str] | None = None

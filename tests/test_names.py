@@ -1,0 +1,138 @@
+"""Node names found in the raw bytes of the filter call's NodeNames, and the filter answers that rest
+on them: exact, or not found at all (and then decoded as before)."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import numpy as np
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from berth.cluster import names as names_module
+from berth.cluster.names import NameTable
+from berth.cluster.view import Slots
+from berth.extender import placer as placer_module
+from berth.extender.app import create_app
+from berth.extender.placer import FIND_FROM_BYTES, Placer
+from berth.extender.serve import SnapshotCluster
+from berth.pipeline import default_pipeline
+from tests.builders import node, pod, view
+
+NAMES = [f"node-{i:04d}" for i in range(600)] + ["ünï-köde", "a", "ip-10-0-1-2.ec2.internal", "日本"]
+
+
+def _table(names=NAMES) -> NameTable:
+    return NameTable(Slots.of(list(names), 1))
+
+
+def test_every_name_is_found_in_the_order_asked_with_its_slot():
+    table = _table()
+    rng = random.Random(5)
+    for asked in (rng.sample(NAMES, len(NAMES)), rng.sample(NAMES, 17), ["a", "a", "日本"], []):
+        found = table.find(orjson.dumps(asked))
+        assert found is not None
+        assert list(found) == asked and len(found) == len(asked)
+        assert [NAMES[s] for s in found.slots.tolist()] == asked
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b'["a","node-9999"]', id="a name the view does not hold"),
+        pytest.param(b'["a","aa"]', id="a known name with one more byte"),
+        pytest.param(b'["node-000"]', id="a known name with one byte less"),
+        pytest.param(b'[""]', id="an empty name"),
+        pytest.param(b'["a","\\u0061"]', id="an escape sequence"),
+        pytest.param(b'["a",1]', id="an element that is not a string"),
+        pytest.param(b'["a",["a"]]', id="a nested array"),
+        pytest.param(b'["a",1,"a"]', id="a number between two names"),
+        pytest.param('[ "a", "日本" ]'.encode(), id="white space"),
+        pytest.param(b"null", id="null"),
+        pytest.param(b'{"a":"a"}', id="an object"),
+    ],
+)
+def test_anything_but_a_compact_array_of_known_names_is_not_found(raw):
+    msgspec.json.decode(raw)  # valid JSON, as the decoder hands it over
+    assert _table().find(raw) is None
+
+
+def test_a_name_with_the_hash_of_another_is_told_apart_by_its_bytes(monkeypatch):
+    def by_length(buf, starts, stops, scratch):  # every name of a length collides
+        return (stops - starts).astype(np.uint64)
+
+    monkeypatch.setattr(names_module, "_hashes", by_length)
+    table = _table(["node-b", "node-c", "node-dd"])
+    assert list(table.find(b'["node-b","node-dd"]')) == ["node-b", "node-dd"]
+    assert table.find(b'["node-c"]') is None  # the hash leads to node-b first: not node-c's bytes
+    assert table.find(b'["node-x"]') is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12), unique=True, min_size=1
+    ),
+    st.data(),
+)
+def test_found_names_are_exactly_the_names_asked(held, data):
+    asked = data.draw(st.lists(st.one_of(st.sampled_from(held), st.text(max_size=12)), max_size=20))
+    found = _table(held).find(orjson.dumps(asked))
+    if found is not None:
+        assert list(found) == asked
+    else:
+        # only what JSON writes with an escape (a quote, a backslash, a control character) is not found
+        assert not all(n in held for n in asked) or any(c in '"\\' or ord(c) < 0x20 for n in asked for c in n)
+
+
+def _client(names):
+    cluster = SnapshotCluster(view(*(node(n) for n in names), pod("db", node=names[0], tags=["db"])))
+    placer = Placer(
+        cluster,
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=_nothing,
+        recorder=_nothing,
+    )
+    return TestClient(create_app(placer))
+
+
+async def _nothing(*args):
+    return None
+
+
+def test_a_long_filter_call_found_from_its_bytes_answers_as_the_decoded_one(monkeypatch):
+    names = [f"worker-{i:04d}" for i in range(400)]
+    assert len(orjson.dumps(names)) >= FIND_FROM_BYTES  # long enough to be found from its bytes
+    rng = random.Random(2)
+    for i in range(4):
+        web = pod(f"web-{i}", tags=["web"], affinity={"require_without_tag": ["db"]}, uid=f"u-web-{i}")
+        body = {"Pod": web, "NodeNames": rng.sample(names, len(names))}
+        found = _client(names).post("/filter", json=body).json()
+        with monkeypatch.context() as m:
+            m.setattr(placer_module, "FIND_FROM_BYTES", 10**9)
+            decoded = _client(names).post("/filter", json=body).json()
+        assert found == decoded
+        assert found["NodeNames"][0] != names[0]  # the db pod's node is kept out
+
+    # A node the view does not hold yet: not found from the bytes, decoded, and reported.
+    asked = [names[0], *[f"new-{i:04d}" for i in range(400)]]
+    web = pod("web", tags=["web"], affinity={"require_without_tag": ["db"]}, uid="u-web")
+    answer = _client(names).post("/filter", json={"Pod": web, "NodeNames": asked}).json()
+    assert answer["NodeNames"] == []
+    assert "not in berth's cluster view" in answer["FailedNodes"]["new-0000"]
+    assert set(answer["FailedNodes"]) | set(answer["FailedAndUnresolvableNodes"] or {}) == set(asked)
+
+
+def test_a_long_node_names_that_is_not_an_array_of_strings_is_a_400_naming_the_field():
+    names = [f"worker-{i:04d}" for i in range(400)]
+    client = _client(names)
+    tagged = pod("web", uid="u-web")
+    for bad in ([*names, 7], {"worker-0000": 1}):
+        response = client.post("/filter", json={"Pod": tagged, "NodeNames": bad})
+        assert response.status_code == 400
+        assert "NodeNames" in response.json()["error"]
