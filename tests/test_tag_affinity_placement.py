@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from berth.engine import Kind, Reason
-from tests.builders import node, pod
+from berth.cluster.convert import pod_from_k8s
+from berth.engine import Kind, Reason, decide
+from berth.pipeline import default_pipeline
+from tests.builders import node, pod, view
 
 
 def _by_name(decision):
@@ -177,3 +179,25 @@ def test_a_tie_is_broken_by_the_seed_and_the_same_seed_gives_the_same_node(place
     assert {place(pod("p"), *cluster, seed=7).chosen for _ in range(5)} == {
         place(pod("p"), *cluster, seed=7).chosen
     }
+
+
+def test_a_burst_sees_each_pod_that_lands_with_an_excluded_tag():
+    """The same nodes asked about pod after pod: a node that gets a pod carrying an excluded tag
+    between two decisions is removed from the second, and free again once the pod leaves."""
+
+    v = view(node("a"), node("b"), node("c"), pod("db-0", node="a", tags=["db"]))
+    pipeline = default_pipeline()
+    names = ["a", "b", "c"]
+
+    def removed(i: int) -> set[str]:
+        web = pod_from_k8s(pod(f"web-{i}", affinity={"require_without_tag": ["db"]}, uid=f"u-{i}"))
+        decision = decide(web, v, pipeline, candidates=names, seed=i)
+        return {n for n, r in decision.failures().items() if r.step == "tags/require_without_tag"}
+
+    assert removed(0) == {"a"}
+    v.add_pod(pod_from_k8s(pod("db-1", node="b", tags=["db"])))
+    assert removed(1) == {"a", "b"}
+    v.remove_pod("default/db-0")
+    assert removed(2) == {"b"}
+    v.add_pod(pod_from_k8s(pod("web-x", node="c", tags=["web"])))  # another tag changes nothing
+    assert removed(3) == {"b"}

@@ -230,6 +230,7 @@ class ClusterView:
         # The per-node counters the other way round, for rules that concern a few nodes:
         # namespace -> tag -> node -> pods carrying it; namespace -> node -> pods.
         self._tag_nodes: dict[str, dict[str, Counter]] = {}
+        self._tag_versions: Counter = Counter()  # (namespace, tag) -> changes to its holders
         self._owner_nodes: dict[str, Counter] = {}
         # What depends on the node records alone (cleared when a node changes), and numbers per node.
         self._node_memo: dict[Hashable, Any] = {}
@@ -282,6 +283,10 @@ class ClusterView:
     def tag_nodes(self, namespace: str, tag: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it carrying `tag` (only nodes with at least one); read-only."""
         return self._tag_nodes.get(namespace, {}).get(tag, {})
+
+    def tag_version(self, namespace: str, tag: str) -> int:
+        """A number that changes whenever tag_nodes(namespace, tag) does."""
+        return self._tag_versions[namespace, tag]
 
     def owner_nodes(self, namespace: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it (only nodes with at least one); read-only."""
@@ -497,6 +502,7 @@ class ClusterView:
             per_tag = self._tag_nodes.setdefault(pod.namespace, {})
             for tag in pod.tags:
                 _bump(per_tag, tag, node, sign)
+                self._tag_versions[pod.namespace, tag] += 1
             if not per_tag:
                 del self._tag_nodes[pod.namespace]
         if self._columns:

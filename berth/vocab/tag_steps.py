@@ -13,6 +13,7 @@ from typing import Any
 
 from berth.cluster.view import NodeState
 from berth.engine.ledger import Excluded, Sparse
+from berth.engine.slots import memo_for
 from berth.engine.step import NodeFilter, PodContext, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.vocab.json_annotation import show
@@ -94,6 +95,14 @@ class RequireWithoutTag(NodeFilter):
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
     ) -> Mapping[str, Reason]:
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
+        # The same candidates and holders give the same removals: kept with the candidates until a pod
+        # carrying one of the tags comes or goes.
+        memo = memo_for(cands) if ctx.self_pod is None else None
+        namespace = ctx.pod.namespace
+        kept_as = (self.name, namespace, prepared)
+        versions = tuple(ctx.view.tag_version(namespace, t) for t in prepared)
+        if memo is not None and (hit := memo.get(kept_as)) is not None and hit[0] == versions:
+            return hit[1]
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
         # node -> (tag, count) of each excluded tag it holds, in the order of the tags
@@ -110,6 +119,8 @@ class RequireWithoutTag(NodeFilter):
             if reason is None:
                 reason = made[key] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(key)})
             removed[name] = reason
+        if memo is not None:
+            memo[kept_as] = (versions, removed)
         return removed
 
     def _reason(self, found: dict[str, int], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
