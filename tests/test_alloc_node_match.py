@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from berth.engine import Kind
+from berth.cluster.convert import pod_from_k8s
+from berth.engine import Kind, decide
+from berth.pipeline import build_pipeline
 from tests.alloc_helpers import chain, cn, feasible, place, reasons, trace, vm
+from tests.builders import view
 
 CUSTOMER = "9b81f9e7-55e1-4e00-a8f7-917bd054b320"
 OTHER = "82c53a64-b19c-4266-bf16-3ee1d34318d2"
@@ -235,3 +238,19 @@ def test_vlans_is_skipped_for_a_pod_without_nic_tags():
     decision = place(vm("new"), cn("n1"), cfg=VLANS)
     assert decision.chosen == "n1"
     assert trace(decision, "alloc/hard-filter-vlans").note == "skipped: the pod asks for no NIC tags"
+
+
+def test_pods_asking_for_different_traits_over_the_same_nodes_each_get_their_own_answer():
+
+    nodes = view(cn("ssd", traits={"ssd": True}), cn("plain"), cn("hdd", traits={"ssd": False}))
+    pipeline = build_pipeline(TRAITS, offline=True)
+    asked = ["ssd", "plain", "hdd"]  # the same nodes, pod after pod, as the extender asks
+    for wanted, fits in [
+        (None, {"plain"}),
+        ({"ssd": True}, {"ssd"}),
+        (None, {"plain"}),
+        ({"ssd": False}, {"hdd"}),
+    ]:
+        annotations = {"berth.dev/traits": wanted} if wanted is not None else {}
+        decision = decide(pod_from_k8s(vm("new", annotations=annotations)), nodes, pipeline, candidates=asked)
+        assert feasible(decision) == fits, wanted

@@ -17,6 +17,7 @@ from typing import Any
 from berth import annotations as ann
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.ledger import Sparse
+from berth.engine.slots import memo_for
 from berth.engine.step import NodeFilter, PodContext
 from berth.engine.types import Kind, Reason
 from berth.vocab.alloc.base import AllocStep, request
@@ -51,6 +52,12 @@ class HardFilterTraits(AllocStep, NodeFilter):
         # One verdict per distinct annotation: the few nodes with traits by their annotation, and
         # every node without any at once.
         groups = ctx.view.node_memo(ann.NODE_TRAITS, lambda: _by_traits(ctx.view))
+        # The same candidates, node annotations and wanted traits remove the same nodes: kept with
+        # the candidates for the next pod that asks for the same traits.
+        memo = memo_for(cands)
+        key = (self.name, frozenset(prepared.traits.items()))
+        if memo is not None and (hit := memo.get(key)) is not None and hit[0] is groups:
+            return hit[1]
         removed = Sparse()
         for raw, names in groups.items():
             verdict = self._cached(raw, prepared)
@@ -62,6 +69,8 @@ class HardFilterTraits(AllocStep, NodeFilter):
                 (ann.NODE_TRAITS, "nodes"), lambda: set().union(*groups.values())
             )
             removed.update((n, plain) for n in cands if n not in with_traits)
+        if memo is not None:
+            memo[key] = (groups, removed)
         return removed
 
     def _cached(self, raw: str, prepared: _Wanted) -> Reason | None:
