@@ -329,6 +329,13 @@ class Harness:
     def start_scheduler(self, name: str) -> subprocess.Popen:
         return self.cp.start_scheduler(self.configs[name], name=name, verbosity=1)
 
+    def names_read(self) -> str:
+        """How berth serve read the filter calls' node names (from the bytes or decoded), from /metrics."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
+            lines = response.read().decode().splitlines()
+        counts = [x for x in lines if x.startswith("berth_filter_node_names_total{")]
+        return "node names " + (", ".join(counts) or "-")
+
     async def prepare(self, api: Api, nodes: int) -> dict[str, int]:
         """Create the nodes, wait until berth sees them all; the pids whose CPU a run counts."""
         await create_nodes(api, nodes)
@@ -523,9 +530,11 @@ def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[li
 
     async def work(api: Api, processes: dict[str, int]) -> list[list[Any]]:
         sizes = {"nodes": nodes, "existing": existing, "new": new, "timeout": timeout}
-        return [
+        rows = [
             await scale_run(api, harness.start_scheduler, run, processes=processes, **sizes)
             for run in SCALE_RUNS
         ]
+        print(f"[bench] scale {nodes}/{existing}: {harness.names_read()}", file=sys.stderr, flush=True)
+        return rows
 
     return harness.run(nodes, work), harness.version

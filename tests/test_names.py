@@ -112,10 +112,14 @@ def test_a_long_filter_call_found_from_its_bytes_answers_as_the_decoded_one(monk
     for i in range(4):
         web = pod(f"web-{i}", tags=["web"], affinity={"require_without_tag": ["db"]}, uid=f"u-web-{i}")
         body = {"Pod": web, "NodeNames": rng.sample(names, len(names))}
-        found = _client(names).post("/filter", json=body).json()
+        client = _client(names)
+        found = client.post("/filter", json=body).json()
+        assert 'berth_filter_node_names_total{read="bytes"} 1.0' in client.get("/metrics").text
         with monkeypatch.context() as m:
             m.setattr(placer_module, "FIND_FROM_BYTES", 10**9)
-            decoded = _client(names).post("/filter", json=body).json()
+            client = _client(names)
+            decoded = client.post("/filter", json=body).json()
+            assert 'berth_filter_node_names_total{read="decoded"} 1.0' in client.get("/metrics").text
         assert found == decoded
         assert found["NodeNames"][0] != names[0]  # the db pod's node is kept out
 

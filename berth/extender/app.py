@@ -54,6 +54,12 @@ class Metrics:
         self.decisions = Counter(
             "berth_decisions_total", "Decisions made, by outcome.", ["outcome"], registry=self.registry
         )
+        self.names = Counter(
+            "berth_filter_node_names_total",
+            "Filter calls by how their node names were read: found from the bytes, or decoded.",
+            ["read"],
+            registry=self.registry,
+        )
         lag = Gauge(
             "berth_cache_lag_seconds",
             "Seconds since the cache last heard from the API server.",
@@ -180,6 +186,7 @@ def create_app(placer: Placer) -> HotVerbs:
     app = FastAPI(title="berth extender", version=__version__)
     metrics = Metrics(placer)
     placer.observe = lambda outcome: metrics.decisions.labels(outcome).inc()
+    placer.read_names = lambda how: metrics.names.labels(how).inc()
     app.state.placer = placer
     app.state.metrics = metrics
     verbs = Verbs(placer, metrics)

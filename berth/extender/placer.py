@@ -96,6 +96,7 @@ class Placer:
         self.digest = digest or online.digest
         self._decisions: OrderedDict[str, Remembered] = OrderedDict()
         self.fast_binds = 0  # binds confirmed without deciding again (nothing had changed)
+        self.read_names: Callable[[str], None] = lambda how: None  # "bytes" or "decoded", per filter
         self._refusals: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
 
@@ -172,8 +173,11 @@ class Placer:
         if len(args.node_names) >= FIND_FROM_BYTES:
             found = self.cluster.view.name_table().find(args.node_names)
             if found is not None:
+                self.read_names("bytes")
                 return found
-        return args.decoded().candidate_names()
+        names = args.decoded().candidate_names()
+        self.read_names("decoded")
+        return names
 
     async def filter(
         self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs, asked: list[str] | Found | None = None
