@@ -18,7 +18,7 @@ from berth.cluster.names import NameTable
 from berth.cluster.view import Slots
 from berth.extender import placer as placer_module
 from berth.extender.app import create_app
-from berth.extender.placer import FIND_FROM_BYTES, Placer
+from berth.extender.placer import FIND_FROM_NAMES, Placer
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -106,8 +106,7 @@ async def _nothing(*args):
 
 
 def test_a_long_filter_call_found_from_its_bytes_answers_as_the_decoded_one(monkeypatch):
-    names = [f"worker-{i:04d}" for i in range(400)]
-    assert len(orjson.dumps(names)) >= FIND_FROM_BYTES  # long enough to be found from its bytes
+    names = [f"worker-{i:04d}" for i in range(FIND_FROM_NAMES + 100)]  # enough to be found from the bytes
     rng = random.Random(2)
     for i in range(4):
         web = pod(f"web-{i}", tags=["web"], affinity={"require_without_tag": ["db"]}, uid=f"u-web-{i}")
@@ -116,7 +115,7 @@ def test_a_long_filter_call_found_from_its_bytes_answers_as_the_decoded_one(monk
         found = client.post("/filter", json=body).json()
         assert 'berth_filter_node_names_total{read="bytes"} 1.0' in client.get("/metrics").text
         with monkeypatch.context() as m:
-            m.setattr(placer_module, "FIND_FROM_BYTES", 10**9)
+            m.setattr(placer_module, "FIND_FROM_NAMES", 10**9)
             client = _client(names)
             decoded = client.post("/filter", json=body).json()
             assert 'berth_filter_node_names_total{read="decoded"} 1.0' in client.get("/metrics").text
@@ -124,7 +123,7 @@ def test_a_long_filter_call_found_from_its_bytes_answers_as_the_decoded_one(monk
         assert found["NodeNames"][0] != names[0]  # the db pod's node is kept out
 
     # A node the view does not hold yet: not found from the bytes, decoded, and reported.
-    asked = [names[0], *[f"new-{i:04d}" for i in range(400)]]
+    asked = [names[0], *[f"new-{i:04d}" for i in range(FIND_FROM_NAMES)]]
     web = pod("web", tags=["web"], affinity={"require_without_tag": ["db"]}, uid="u-web")
     answer = _client(names).post("/filter", json={"Pod": web, "NodeNames": asked}).json()
     assert answer["NodeNames"] == []
@@ -133,7 +132,7 @@ def test_a_long_filter_call_found_from_its_bytes_answers_as_the_decoded_one(monk
 
 
 def test_a_long_node_names_that_is_not_an_array_of_strings_is_a_400_naming_the_field():
-    names = [f"worker-{i:04d}" for i in range(400)]
+    names = [f"worker-{i:04d}" for i in range(FIND_FROM_NAMES + 100)]
     client = _client(names)
     tagged = pod("web", uid="u-web")
     for bad in ([*names, 7], {"worker-0000": 1}):
