@@ -218,3 +218,20 @@ def test_the_order_the_nodes_are_asked_in_does_not_change_the_decision():
         assert [n["name"] for n in again["nodes"]] == shuffled
         again["nodes"].sort(key=lambda n: n["name"])
         assert again == in_order
+
+
+def test_deciding_over_every_node_is_deciding_over_every_node_named():
+    """No candidates (simulate, audit) means every node of the view, taken slot by slot."""
+    items = CLUSTER["items"]
+    view = ClusterView(
+        [node_from_k8s(o) for o in items if o["kind"] == "Node"],
+        [pod_from_k8s(o) for o in items if o["kind"] == "Pod"],
+    )
+    view.remove_node(view.node_names()[7])  # slots move: the view's order is no longer the listing's
+    for name in ("allocator", "tag-affinity"):
+        new = pod_from_k8s(SCENARIOS[name].pod)
+        for seed in (1, 2):
+            every = decide(new, view, _pipeline("default"), seed=seed)
+            named = decide(new, view, _pipeline("default"), candidates=view.node_names(), seed=seed)
+            assert _bytes(every) == _bytes(named)
+            assert [n.name for n in every.nodes] == view.node_names()

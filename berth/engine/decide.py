@@ -83,8 +83,9 @@ def decide(
     chain_names = pipeline.step_names
     found = candidates if isinstance(candidates, Found) and candidates.layout is view.slots() else None
     names: Sequence[str]  # a Found is read as names only if the decision needs them
-    if candidates is None:
-        names = view.node_names()
+    if candidates is None:  # every node, in the view's order: slot by slot
+        layout = view.slots()
+        names = found = Found(layout, np.arange(len(layout.names)))
     else:
         names = candidates if isinstance(candidates, Found) else list(candidates)
 
