@@ -23,6 +23,7 @@ from bench.scenarios import CHAINS, scenarios
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
 from berth.engine import decide
+from berth.engine import slots as slots_module
 from berth.engine.draws import ARRAY_FROM, random_draws
 from berth.engine.slots import known, slots_of, without
 from berth.pipeline import build_pipeline
@@ -169,6 +170,30 @@ def test_candidates_made_by_removing_nodes_know_their_slots_and_are_reused():
     assert list(first) == [n for i, n in enumerate(names) if i % 3]
     view.remove_node(outside)  # a node none of them holds: the slots move, and are found again
     assert [view.slots().names[s] for s in slots_of(second, view).tolist()] == list(second)
+
+
+def test_the_candidates_of_a_long_running_burst_are_found_once_however_many_dicts_came_between(monkeypatch):
+    """The engine keeps what it knows of its last few dicts; the nodes asked about pod after pod are
+    looked up by name once, and again only once after other decisions pushed them out."""
+    view = _small_view()
+    pipeline = _pipeline("default")
+    new = pod_from_k8s(SCENARIOS["allocator"].pod)
+    names = view.node_names()
+    lookups = []
+    real = slots_module._lookup
+    monkeypatch.setattr(slots_module, "_lookup", lambda cands, index: lookups.append(1) or real(cands, index))
+
+    def burst(count: int) -> None:
+        for i in range(count):
+            pod = msgspec.structs.replace(new, name=f"{new.name}-{i}", uid=f"{new.uid[:-6]}{i:06d}")
+            decide(pod, view, pipeline, candidates=names, seed=i)
+
+    burst(3)
+    for i in range(slots_module.KNOWN_AT_MOST + 1):  # other work: the burst's dicts are dropped
+        known({n: view.state(n) for n in names[i % 7 :]})
+    lookups.clear()
+    burst(4)
+    assert len(lookups) <= 1
 
 
 @settings(max_examples=40, deadline=None)

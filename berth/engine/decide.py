@@ -18,7 +18,7 @@ from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
 from berth.engine.ledger import Candidates, Ledger, shared_reason
-from berth.engine.slots import known
+from berth.engine.slots import is_known, known
 from berth.engine.step import PodContext, Step
 from berth.engine.types import (
     Decision,
@@ -203,6 +203,8 @@ def _candidates(
     for i, (asked, cands, unknown) in enumerate(recent):
         if asked == key:
             recent.insert(0, recent.pop(i))
+            if not is_known(cands):  # dropped from what the engine keeps since: its slots again
+                known(cands, slots=(layout, layout.by_rank[ranks]))
             return cands, unknown
     sorted_names, states = view.sorted_names(), view.states_by_name()
     picked = list(map(sorted_names.__getitem__, ranks.tolist()))

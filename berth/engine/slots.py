@@ -71,6 +71,11 @@ def known(
     return cands
 
 
+def is_known(cands: Mapping[str, Any]) -> bool:
+    """The engine still keeps what it knows of this dict (it may have been dropped since)."""
+    return _info(cands) is not None
+
+
 def memo_for(cands: Mapping[str, Any]) -> dict[Any, Any] | None:
     """A place for what a step worked out about these candidates and may reuse for the same
     candidates in a later decision (it checks that what it read has not changed); None when the
@@ -120,7 +125,10 @@ def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     layout = view.slots()
     info = _info(cands)
     if info is None:
-        return _lookup(cands, layout.index)
+        found = _lookup(cands, layout.index)
+        if isinstance(cands, dict):  # known from now on, as a root: the next pod's steps reuse them
+            known(cands, slots=(layout, found))
+        return found
     if info.layout is layout:
         return info.slots  # type: ignore[return-value]
     parent = info.parent
