@@ -201,3 +201,7 @@ def test_a_burst_sees_each_pod_that_lands_with_an_excluded_tag():
     assert removed(2) == {"b"}
     v.add_pod(pod_from_k8s(pod("web-x", node="c", tags=["web"])))  # another tag changes nothing
     assert removed(3) == {"b"}
+    v.remove_pod("default/db-1")  # no pod carries the tag: nothing is kept about it
+    assert removed(4) == set() and v.tag_version("default", "db") == 0
+    v.add_pod(pod_from_k8s(pod("db-2", node="c", tags=["db"])))
+    assert removed(5) == {"c"}

@@ -230,7 +230,9 @@ class ClusterView:
         # The per-node counters the other way round, for rules that concern a few nodes:
         # namespace -> tag -> node -> pods carrying it; namespace -> node -> pods.
         self._tag_nodes: dict[str, dict[str, Counter]] = {}
-        self._tag_versions: Counter = Counter()  # (namespace, tag) -> changes to its holders
+        # (namespace, tag) -> when its holders last changed, for the tags some pod carries now
+        self._tag_versions: dict[tuple[str, str], int] = {}
+        self._tag_clock = 0
         self._owner_nodes: dict[str, Counter] = {}
         # What depends on the node records alone (cleared when a node changes), and numbers per node.
         self._node_memo: dict[Hashable, Any] = {}
@@ -285,8 +287,9 @@ class ClusterView:
         return self._tag_nodes.get(namespace, {}).get(tag, {})
 
     def tag_version(self, namespace: str, tag: str) -> int:
-        """A number that changes whenever tag_nodes(namespace, tag) does."""
-        return self._tag_versions[namespace, tag]
+        """A number that changes whenever tag_nodes(namespace, tag) does; 0 while no pod carries the
+        tag (the numbers never repeat otherwise, so tags no pod carries any more are not kept)."""
+        return self._tag_versions.get((namespace, tag), 0)
 
     def owner_nodes(self, namespace: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it (only nodes with at least one); read-only."""
@@ -502,7 +505,11 @@ class ClusterView:
             per_tag = self._tag_nodes.setdefault(pod.namespace, {})
             for tag in pod.tags:
                 _bump(per_tag, tag, node, sign)
-                self._tag_versions[pod.namespace, tag] += 1
+                if tag in per_tag:
+                    self._tag_clock += 1
+                    self._tag_versions[pod.namespace, tag] = self._tag_clock
+                else:
+                    self._tag_versions.pop((pod.namespace, tag), None)
             if not per_tag:
                 del self._tag_nodes[pod.namespace]
         if self._columns:

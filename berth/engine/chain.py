@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.engine.ledger import Candidates, Column, Excluded, ScoreColumn, SetAside, StepRun, TierColumn
-from berth.engine.slots import in_order, known, without
+from berth.engine.slots import in_candidate_order, known, without
 from berth.engine.step import NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
 from berth.engine.types import Phase, Reason
 
@@ -135,7 +135,7 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> 
         kept = without(cands, dict.fromkeys(n for n, v in values.items() if v != 0))
     else:  # the few nodes at the highest value stay
         top = [n for n, v in values.items() if v == best]
-        kept = _pick(cands, in_order(cands, top, ctx.view))
+        kept = _pick(cands, in_candidate_order(cands, top, ctx.view))
     column = TierColumn(step.name, cands, values, best)
     by_value: dict[int, Reason] = {}
 

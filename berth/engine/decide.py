@@ -176,7 +176,7 @@ def decide(
 
 
 def _candidates(
-    view: ClusterView, names: list[str], slots: np.ndarray | None = None
+    view: ClusterView, names: Sequence[str], slots: np.ndarray | None = None
 ) -> tuple[Candidates, dict[str, Reason]]:
     """The asked-for nodes the view knows, as name -> NodeState in the order of their names, and a
     Reason for the others; `slots` are the names' slots when they were found already.

@@ -148,7 +148,7 @@ def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     return found
 
 
-def in_order(cands: Mapping[str, Any], names: Iterable[str], view: ClusterView) -> list[str]:
+def in_candidate_order(cands: Mapping[str, Any], names: Iterable[str], view: ClusterView) -> list[str]:
     """`names` (some of the candidates, each once) in candidate order. A few of thousands are placed
     by their slots, which costs less than a pass over every candidate."""
     names = list(names)
