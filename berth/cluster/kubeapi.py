@@ -1,7 +1,8 @@
 """A small async client for the Kubernetes API: the strict point of cut-off between berth and the
 API server. Credentials come from berth.cluster.credentials (a kubeconfig as kubectl reads it, or the
-pod's service account); requests go through one aiohttp session. Only what berth needs: get, list
-pages, watch lines, create."""
+pod's service account); reads, lists and watches go through one aiohttp session, creates (a Binding
+per placed pod) over berth.cluster.keepalive's connections. Only what berth needs: get, list pages,
+watch lines, create."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import orjson
 
 from berth import __version__
 from berth.cluster.credentials import Credentials, load_credentials
+from berth.cluster.keepalive import KeepAlive, TransportError
 from berth.errors import BerthError
 
 __all__ = ["OPENED", "ApiError", "Credentials", "KubeClient", "load_credentials"]
@@ -62,6 +64,20 @@ class KubeClient:
         self._refreshing = asyncio.Lock()
         # A few requests at a time over kept-alive connections; the rest wait their turn here.
         self._slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
+        # The writes (a Binding per placed pod) on connections of their own, without the client
+        # framework's cost per request; a cluster behind a proxy is reached through aiohttp only.
+        self._writes: KeepAlive | None = None
+        if not creds.proxy:
+            try:
+                self._writes = KeepAlive(
+                    creds.server,
+                    creds.ssl_context,
+                    server_hostname=creds.tls_server_name,
+                    user_agent=f"berth/{__version__}",
+                    timeout=timeout,
+                )
+            except ValueError:  # not a URL KeepAlive reads: aiohttp names what is wrong at first use
+                self._writes = None
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop that uses it.
@@ -81,6 +97,8 @@ class KubeClient:
         return self._session
 
     async def aclose(self) -> None:
+        if self._writes is not None:
+            self._writes.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -132,19 +150,24 @@ class KubeClient:
         for attempt in (1, 2):
             sent = await self._headers(headers)
             try:
-                async with (
-                    self._slots,
-                    self._http().request(
-                        method,
-                        path.lstrip("/"),
-                        params=query,
-                        data=data,
-                        headers=sent,
-                        **self._request_options,
-                    ) as response,
-                ):
-                    answer = _Answer(response.status, await response.read(), method, path)
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                if self._writes is not None and data is not None and not query:
+                    async with self._slots:
+                        status, body = await self._writes.request(method, path, data, sent)
+                    answer = _Answer(status, body, method, path)
+                else:
+                    async with (
+                        self._slots,
+                        self._http().request(
+                            method,
+                            path.lstrip("/"),
+                            params=query,
+                            data=data,
+                            headers=sent,
+                            **self._request_options,
+                        ) as response,
+                    ):
+                        answer = _Answer(response.status, await response.read(), method, path)
+            except (aiohttp.ClientError, TransportError, TimeoutError, OSError) as exc:
                 raise ApiError(f"{method} {path}: {type(exc).__name__}: {exc}", status=0) from exc
             if answer.status == 401 and attempt == 1 and self.creds.refreshable:
                 # As kubectl: a credential the server no longer takes is renewed once, then retried.
