@@ -21,7 +21,6 @@ algorithms (berth.vocab.alloc.custom).
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 from typing import Any
 
 from berth.engine.chain import Member, Or, Pipe, describe
@@ -34,7 +33,7 @@ from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
 from berth.vocab.alloc.description import Description, names_in, parse_description
 from berth.vocab.alloc.registry import ALGORITHMS, lookup
-from berth.vocab.pod import compile_pod
+from berth.vocab.pod import PodCompiler
 from berth.vocab.policy.steps import PlacementPolicyStep
 from berth.vocab.tag_steps import RequireWithoutTag, RequireWithTag, TagAffinityTier
 
@@ -138,9 +137,7 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     override = any(n.removeprefix("alloc/") == OVERRIDE for n in names)
     setup = Setup(config=config, override=override and not config.defaults.disable_override_overprovisioning)
     chain = _member(description, "allocationDescription", setup)
-    return Pipeline(
-        chain=chain, compile_pod=partial(compile_pod, config=config), digest=digest(chain, config)
-    )
+    return Pipeline(chain=chain, compile_pod=PodCompiler(config), digest=digest(chain, config))
 
 
 def digest(chain: Member, config: AllocatorConfig) -> str:

@@ -92,6 +92,31 @@ def test_a_binding_the_watch_shows_after_the_bind_answers_confirms_the_reservati
     asyncio.run(scenario())
 
 
+def test_the_bind_and_the_watch_confirming_a_reservation_leave_the_node_as_the_decision_saw_it():
+    # What the decision and bind's check read of n1 stays as it was at the reservation, so the next
+    # pod's memos and bind's "nothing changed" check hold; a watched pod that differs does change it.
+    async def scenario():
+        api = FakeApi()
+        cache, feed = await _started(api, [_pending(9)])
+        p = pod_from_k8s(_pending(9))
+        cache.reserve(p, "n1")  # at filter
+        generation, held = cache.view.state("n1").generation, cache.view.pod("default/p")
+        cache.reserve(p, "n1")  # the bind's answer
+        feed.send("MODIFIED", _pending(10, "n1"))
+        await _until(lambda: cache.reservations() == 0)
+        assert cache.view.state("n1").generation == generation
+        assert cache.view.pod("default/p") is held
+        relabelled = _pending(11, "n1")
+        relabelled["metadata"]["labels"] = {"tier": "gold"}
+        feed.send("MODIFIED", relabelled)
+        await _until(lambda: cache.view.pod("default/p").labels == {"tier": "gold"})
+        assert cache.view.state("n1").generation > generation
+        assert _web_on(cache, "n1") == 1
+        await cache.stop()
+
+    asyncio.run(scenario())
+
+
 def test_a_relist_between_the_bind_and_the_watch_event_keeps_the_reservation_until_the_binding_shows():
     async def scenario():
         api = FakeApi()

@@ -416,9 +416,14 @@ class ClusterView:
             column.dirty.add(name)
 
     def add_pod(self, pod: Pod) -> None:
-        """Add or replace a pod; terminal pods hold nothing and are dropped."""
-        self.generation += 1
+        """Add or replace a pod; terminal pods hold nothing and are dropped. A pod equal to the one
+        held changes nothing, and the one held stays (the watch showing bound a pod berth reserved
+        there, the bind of a pod reserved at filter)."""
         key = pod.key  # one string for every index that holds the pod (pod.key makes a new one)
+        held = self._pods.get(key)
+        if held is not None and held == pod:
+            return
+        self.generation += 1
         self.remove_pod(key)
         if pod.terminal:
             return
