@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from berth.cluster.convert import pod_from_k8s
 from berth.engine import Kind, Reason, decide
 from berth.pipeline import default_pipeline
@@ -205,3 +208,37 @@ def test_a_burst_sees_each_pod_that_lands_with_an_excluded_tag():
     assert removed(4) == set() and v.tag_version("default", "db") == 0
     v.add_pod(pod_from_k8s(pod("db-2", node="c", tags=["db"])))
     assert removed(5) == {"c"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 11), st.integers(0, 3), st.booleans()), max_size=40))
+def test_removals_mended_pod_after_pod_are_those_made_from_scratch(changes):
+    """Pods carrying the excluded tag land and leave between decisions over the same nodes (in
+    place, several on a node, some outside the nodes asked about): each decision's removals and
+    their reasons are those of a fresh view of the same cluster."""
+    names = [f"n{i}" for i in range(12)]
+    asked = names[:10]  # n10 and n11 hold pods too but are not asked about
+    live = view(*(node(n) for n in names))
+    pipeline = default_pipeline()
+    placed: dict[str, str] = {}  # pod name -> node
+
+    def removals(v) -> list[tuple[str, str, dict]]:
+        web = pod_from_k8s(pod("web", affinity={"require_without_tag": ["db"]}, uid="u-web"))
+        decision = decide(web, v, pipeline, candidates=asked, seed=1)
+        failures = decision.failures()
+        return [(n, r.message, r.values) for n, r in failures.items() if r.step == "tags/require_without_tag"]
+
+    for i, (land, where, which, decide_now) in enumerate(changes):
+        name = f"db-{which}-{i % 3}"
+        if land:
+            live.add_pod(pod_from_k8s(pod(name, node=names[where], tags=["db"], uid=f"u-{name}")))
+            placed[name] = names[where]
+        elif name in placed:
+            live.remove_pod(f"default/{name}")
+            del placed[name]
+        if decide_now or i == len(changes) - 1:
+            fresh = view(
+                *(node(n) for n in names),
+                *(pod(p, node=n, tags=["db"], uid=f"u-{p}") for p, n in placed.items()),
+            )
+            assert sorted(removals(live)) == sorted(removals(fresh))

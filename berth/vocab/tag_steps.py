@@ -77,6 +77,10 @@ class RequireWithTag(NodeFilter):
         return f"the affinity constraint {REQUIRE_WITH}={show(list(prepared))}"
 
 
+# Up to this many holders changed since the removals were made: they are mended, not made again.
+CHANGED_IN_PLACE = 32
+
+
 class RequireWithoutTag(NodeFilter):
     """Removes nodes where a pod of the pod's namespace carries an excluded tag."""
 
@@ -101,27 +105,48 @@ class RequireWithoutTag(NodeFilter):
         namespace = ctx.pod.namespace
         kept_as = (self.name, namespace, prepared)
         versions = tuple(ctx.view.tag_version(namespace, t) for t in prepared)
-        if memo is not None and (hit := memo.get(kept_as)) is not None and hit[0] == versions:
+        hit = memo.get(kept_as) if memo is not None else None
+        if hit is not None and hit[0] == versions:
             return hit[1]
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
+        if hit is not None and len(prepared) == 1:
+            # One tag, a few holders changed since (the pods placed meanwhile): the removals before,
+            # with those nodes' entries made again. A dict keeps the order its keys came in, so the
+            # removals keep the holders' order, as when made from scratch.
+            _, before, made, seen = hit
+            held = holders[0]
+            changed = {name for name, _ in held.items() ^ seen.items()}
+            if len(changed) <= CHANGED_IN_PLACE:
+                removed = Sparse(before)
+                for name in changed:
+                    count = held.get(name)
+                    if count is None or name not in cands:
+                        removed.pop(name, None)
+                    else:
+                        removed[name] = self._found(((prepared[0], count),), message, made)
+                memo[kept_as] = (versions, removed, made, dict(held))
+                return removed
         # node -> (tag, count) of each excluded tag it holds, in the order of the tags
         found: dict[str, list[tuple[str, int]]] = {}
         for tag, held in zip(prepared, holders, strict=True):
             for name, count in held.items():
                 if name in cands:
                     found.setdefault(name, []).append((tag, count))
-        made: dict[tuple, Reason] = {}
+        made = {}
         removed = Sparse()
         for name, pairs in found.items():
-            key = tuple(pairs)
-            reason = made.get(key)
-            if reason is None:
-                reason = made[key] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(key)})
-            removed[name] = reason
+            removed[name] = self._found(tuple(pairs), message, made)
         if memo is not None:
-            memo[kept_as] = (versions, removed)
+            memo[kept_as] = (versions, removed, made, dict(holders[0]) if len(prepared) == 1 else None)
         return removed
+
+    def _found(self, pairs: tuple[tuple[str, int], ...], message: str, made: dict[tuple, Reason]) -> Reason:
+        """The Reason for a node holding these (tag, count) pairs; nodes with the same counts share one."""
+        reason = made.get(pairs)
+        if reason is None:
+            reason = made[pairs] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(pairs)})
+        return reason
 
     def _reason(self, found: dict[str, int], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
         # Evicting the neighbours would free the node: a capacity-like "no" (FailedNodes).
