@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import gc
 import logging
 import socket
@@ -20,6 +21,7 @@ from berth.cluster.view import ClusterView
 from berth.engine import Event, Pipeline
 from berth.extender.app import create_app
 from berth.extender.placer import Placer
+from berth.extender.protocol import HotProtocol
 
 log = logging.getLogger("berth.extender")
 MAX_EVENT_MESSAGE = 1024
@@ -170,7 +172,8 @@ def serve(
             port=port,
             log_level=log_level,
             access_log=False,
-            http="httptools",
+            # uvicorn's httptools protocol, answering filter/prioritize/bind/preempt on the connection
+            http=functools.partial(HotProtocol, verbs=app.verbs),
             timeout_keep_alive=75,
             ssl_certfile=certfile,
             ssl_keyfile=keyfile,
