@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from berth.engine import Kind
+from berth.cluster.convert import pod_from_k8s
+from berth.engine import Kind, decide
+from berth.pipeline import default_pipeline
 from tests.alloc_helpers import candidates, chain, cn, feasible, place, reasons, trace, vm
+from tests.builders import node, pod, view
 
 # override-overprovisioning off: nodes promise under their annotation (else the defaults), pods ask for
 # their package's ratios.
@@ -245,3 +250,47 @@ def test_capness_keeps_pods_with_and_without_a_cpu_cap_apart():
     assert feasible(without_cap) == {"uncapped", "empty"}
     off = place(vm("new"), *cluster, cfg=chain("hard-filter-capness", defaults={"filter_capness": False}))
     assert feasible(off) == {"capped", "uncapped", "empty"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 19), st.sampled_from(["1Gi", "2Gi", "4Gi"]), st.booleans()), max_size=30
+    )
+)
+def test_the_reserve_kept_pod_after_pod_is_the_reserve_of_a_fresh_view(landings):
+    """Pods land between decisions over the same 20 nodes (the RAM left moves, ties come and go),
+    with require_without_tag taking different nodes out each time: the nodes kept in reserve, and
+    the RAM each reason gives, are those a fresh view of the same cluster gives."""
+    names = [f"n{i:02d}" for i in range(20)]
+    placed: list[tuple[str, str, str]] = []  # pod, node, memory
+    live = view(*(node(n, memory="16Gi") for n in names))
+    pipeline = default_pipeline()
+
+    def reserve(v, i: int) -> list[tuple[str, str, dict]]:
+        group = f"g{i % 3}"
+        web = pod_from_k8s(
+            pod(f"w-{i}", uid=f"u-w-{i}", memory="1Gi", affinity={"require_without_tag": [group]})
+        )
+        decision = decide(web, v, pipeline, candidates=names, seed=i)
+        return sorted(
+            (n, r.message, r.values)
+            for n, r in decision.failures().items()
+            if r.step == "alloc/hard-filter-large-servers"
+        )
+
+    for i, (where, memory, decide_now) in enumerate(landings):
+        name = f"p-{i}"
+        live.add_pod(
+            pod_from_k8s(pod(name, node=names[where], memory=memory, tags=[f"g{i % 3}"], uid=f"u-{name}"))
+        )
+        placed.append((name, names[where], memory))
+        if decide_now or i == len(landings) - 1:
+            fresh = view(
+                *(node(n, memory="16Gi") for n in names),
+                *(
+                    pod(p, node=n, memory=m, tags=[f"g{j % 3}"], uid=f"u-{p}")
+                    for j, (p, n, m) in enumerate(placed)
+                ),
+            )
+            assert reserve(live, i) == reserve(fresh, i)

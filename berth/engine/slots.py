@@ -88,6 +88,20 @@ def memo_for(cands: Mapping[str, Any]) -> dict[Any, Any] | None:
     return info.memo
 
 
+def root_of(cands: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The dict `cands` was made from by removing nodes, step after step (`cands` itself when it was
+    not made so); None when the engine does not know `cands`."""
+    info = _info(cands)
+    if info is None:
+        return None
+    while info.parent is not None:
+        parent = _info(info.parent)
+        if parent is None:
+            return info.cands
+        info = parent
+    return info.cands
+
+
 def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str, Any]:
     """The candidates minus the removed ones, in order; the candidates themselves when none was."""
     if not removed:

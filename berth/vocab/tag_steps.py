@@ -125,6 +125,7 @@ class RequireWithoutTag(NodeFilter):
                         removed.pop(name, None)
                     else:
                         removed[name] = self._found(((prepared[0], count),), message, made)
+                removed._blocking = len(removed)  # every one is a "no", none set aside
                 memo[kept_as] = (versions, removed, made, dict(held))
                 return removed
         # node -> (tag, count) of each excluded tag it holds, in the order of the tags
@@ -137,6 +138,7 @@ class RequireWithoutTag(NodeFilter):
         removed = Sparse()
         for name, pairs in found.items():
             removed[name] = self._found(tuple(pairs), message, made)
+        removed._blocking = len(removed)  # every one is a "no", none set aside
         if memo is not None:
             memo[kept_as] = (versions, removed, made, dict(holders[0]) if len(prepared) == 1 else None)
         return removed

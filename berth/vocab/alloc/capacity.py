@@ -8,15 +8,18 @@ arithmetic). A shortage is `exhausted`: evicting pods could free the node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from bisect import bisect_left, insort
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from berth.cluster.view import NodeColumn, NodeState
 from berth.engine.ledger import Listed, Sparse
-from berth.engine.slots import memo_for, position_of, slots_of
+from berth.engine.slots import memo_for, position_of, root_of, slots_of
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
@@ -257,6 +260,10 @@ class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
         return f"the overprovision ratios of package {prepared.name}"
 
 
+ORDER = "alloc/hard-filter-large-servers/order"
+MENDED_AT_MOST = 64  # more nodes changed than this since the order was made: made again
+
+
 class HardFilterLargeServers(AllocStep, SetFilter):
     """Keeps the largest nodes in reserve for large pods: the 15% of nodes with the most unreserved
     RAM (floor, so nothing for 6 nodes or fewer). Wrap it as [or, hard-filter-large-servers, identity]
@@ -298,6 +305,19 @@ class HardFilterLargeServers(AllocStep, SetFilter):
             ):
                 memo[self.name] = (column, column.version, floor, reserve, largest)
                 return largest
+        total = len(cands)
+        root = root_of(cands) if memo is not None else None
+        if root is not None:
+            # The candidates are those asked about minus the nodes earlier steps removed: the first
+            # `count` of them in the order of all the nodes asked about, by unreserved RAM (highest
+            # first) and name, which that order keeps while the values do not change.
+            largest = list(islice(filter(cands.__contains__, self._order(root, column, ctx)), count))
+            values = column.values
+            kept_free = {name: values[name] for name in largest}
+            floor = kept_free[largest[-1]]
+            reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
+            memo[self.name] = (column, column.version, floor, kept_free, reserve)  # type: ignore[index]
+            return reserve
         layout = ctx.view.slots()
         at = slots_of(cands, ctx.view)
         free = column.array(layout)[at]
@@ -316,11 +336,43 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         picked = np.concatenate((above, at_floor))
         largest = list(map(layout.names.__getitem__, at[picked].tolist()))
         kept_free = dict(zip(largest, free[picked].tolist(), strict=True))  # as they were at this decision
-        total = len(cands)
         reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
         if memo is not None:
             memo[self.name] = (column, column.version, float(floor), kept_free, reserve)
         return reserve
+
+    def _order(self, root: Mapping[str, NodeState], column: NodeColumn, ctx: PodContext) -> Iterator[str]:
+        """The nodes of `root` by unreserved RAM, highest first, then by name. Kept with `root` as a
+        sorted list of (-value, name); the few nodes worked out again since (the last placements)
+        are moved to their new places."""
+        memo = memo_for(root)
+        kept = memo.get(ORDER) if memo is not None else None
+        if kept is not None and kept[0] is column and kept[1] != column.version:
+            changed = column.changed_since(kept[1])
+            entries, by_name = kept[2], kept[3]
+            values = column.values
+            if changed is not None and len(changed) <= MENDED_AT_MOST and all(n in values for n in changed):
+                for name in set(changed):
+                    old = by_name.get(name)
+                    if old is None:
+                        continue  # not one of these candidates
+                    del entries[bisect_left(entries, old)]
+                    by_name[name] = new = (-values[name], name)
+                    insort(entries, new)
+                kept = memo[ORDER] = (column, column.version, entries, by_name)  # type: ignore[index]
+            else:
+                kept = None
+        if kept is None or kept[0] is not column or kept[1] != column.version:
+            layout = ctx.view.slots()
+            at = slots_of(root, ctx.view)
+            negated = -column.array(layout)[at]
+            by = np.lexsort((layout.rank[at], negated))  # rank is name order
+            names = map(layout.names.__getitem__, at[by].tolist())
+            entries = list(zip(negated[by].tolist(), names, strict=True))
+            kept = (column, column.version, entries, {entry[1]: entry for entry in entries})
+            if memo is not None:
+                memo[ORDER] = kept
+        return map(itemgetter(1), kept[2])
 
     def _reason(self, count: int, total: int, free: float) -> Reason:
         return Reason(
