@@ -56,35 +56,35 @@ class Outcome:
     columns: list[Column] = field(default_factory=list)
     runs: list[StepRun] = field(default_factory=list)
 
-    def absorb(self, other: Outcome) -> None:
-        self.kept = other.kept
-        self.removals.extend(other.removals)
-        self.columns.extend(other.columns)
-        self.runs.extend(other.runs)
-
 
 def run(member: Member, cands: Candidates, ctx: PodContext) -> Outcome:
+    out = Outcome(kept=cands)
+    out.kept = _run(member, cands, ctx, out)
+    return out
+
+
+def _run(member: Member, cands: Candidates, ctx: PodContext, out: Outcome) -> Candidates:
+    """Run `member` over `cands`, adding its removals, columns and step runs to `out`; the nodes kept."""
     if isinstance(member, Pipe):
-        out = Outcome(kept=cands)
+        kept = cands
         for m in member.members:
-            if not out.kept:
+            if not kept:
                 break
-            out.absorb(run(m, out.kept, ctx))
-        return out
+            kept = _run(m, kept, ctx, out)
+        return kept
     if isinstance(member, Or):
-        tried = Outcome(kept=cands)
         last = len(member.members) - 1
         for i, m in enumerate(member.members):
-            alt = run(m, cands, ctx)
-            tried.runs.extend(alt.runs)
-            if alt.kept or i == last:
-                if i < last:
-                    alt.removals = [SetAside(r) for r in alt.removals]
-                alt.runs = []
-                tried.absorb(alt)
-                return tried
-        return tried  # pragma: no cover - an `or` has at least two members
-    return _run_step(member, cands, ctx)
+            alt = Outcome(kept=cands)
+            kept = _run(m, cands, ctx, alt)
+            out.runs.extend(alt.runs)  # every alternative tried is traced
+            if kept or i == last:
+                removals = alt.removals if i == last else [SetAside(r) for r in alt.removals]
+                out.removals.extend(removals)
+                out.columns.extend(alt.columns)
+                return kept
+        return cands  # pragma: no cover - an `or` has at least two members
+    return _run_step(member, cands, ctx, out)
 
 
 def _prepare(step: Step, ctx: PodContext) -> Any:
@@ -94,11 +94,11 @@ def _prepare(step: Step, ctx: PodContext) -> Any:
     return prepared[step.name]
 
 
-def _run_step(step: Step, cands: Candidates, ctx: PodContext) -> Outcome:
+def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> Candidates:
     prepared = _prepare(step, ctx)
     if isinstance(prepared, _Skip):
-        note = f"skipped: {prepared.why}"
-        return Outcome(kept=cands, runs=[StepRun(step.name, step.phase, cands, cands, {}, note=note)])
+        out.runs.append(StepRun(step.name, step.phase, cands, cands, {}, note=f"skipped: {prepared.why}"))
+        return cands
 
     column: Column | None = None
     if isinstance(step, NodeFilter):
@@ -108,21 +108,22 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext) -> Outcome:
         if step.phase is Phase.SOFT and len(removed) >= len(cands):
             removed = {}  # a soft filter never empties the set
     elif isinstance(step, Tier):
-        return _run_tier(step, cands, prepared, ctx)
+        return _run_tier(step, cands, prepared, ctx, out)
     elif isinstance(step, Scorer):
         column = ScoreColumn(step.name, cands, step.raws(cands, prepared, ctx), step.weight)
+        out.columns.append(column)
         removed = {}
     else:  # pragma: no cover - every step derives from one of the four
         raise TypeError(f"step {step.name} has no known phase class")
 
     kept = without(cands, removed)
-    run_ = StepRun(step.name, step.phase, cands, kept, removed, scores=column)
-    return Outcome(
-        kept=kept, removals=[removed] if removed else [], columns=[column] if column else [], runs=[run_]
-    )
+    if removed:
+        out.removals.append(removed)
+    out.runs.append(StepRun(step.name, step.phase, cands, kept, removed, scores=column))
+    return kept
 
 
-def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> Outcome:
+def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
     """Only the nodes with the highest value go on. The step reports the nodes whose value is not 0;
     every other node is at 0."""
     values = step.values(cands, prepared, ctx)
@@ -149,8 +150,11 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> 
     if len(kept) < len(cands):
         shared = reason(next(n for n in cands if n not in kept)) if step.shared_reason else None
         removed = Excluded(cands, kept, reason, shared)
-    run_ = StepRun(step.name, step.phase, cands, kept, removed, scores=column)
-    return Outcome(kept=kept, removals=[removed] if removed else [], columns=[column], runs=[run_])
+    if removed:
+        out.removals.append(removed)
+    out.columns.append(column)
+    out.runs.append(StepRun(step.name, step.phase, cands, kept, removed, scores=column))
+    return kept
 
 
 def _pick(cands: Candidates, names: Iterable[str]) -> Candidates:

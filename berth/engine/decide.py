@@ -275,7 +275,10 @@ def _step_events(pipeline: Pipeline, ledger: Ledger, ctx: PodContext) -> list[Ev
         step = steps.get(run_.step)
         if step is None or run_.step not in ctx.prepared:
             continue
-        event = step.event(run_.trace(), ctx.prepared[run_.step], ctx)
+        prepared = ctx.prepared[run_.step]
+        if not step.has_event(prepared):
+            continue
+        event = step.event(run_.trace(), prepared, ctx)
         if event is not None:
             out.append(event)
     return out

@@ -117,6 +117,10 @@ class Step:
         """An event this step adds to the pod when the pod is placed."""
         return None
 
+    def has_event(self, prepared: Any) -> bool:
+        """Whether `event` may give one for a pod prepared so (False spares tracing the step)."""
+        return True
+
     def __repr__(self) -> str:
         return self.name
 

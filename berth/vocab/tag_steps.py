@@ -203,6 +203,9 @@ class TagAffinityTier(Tier):
             {"affinity": value, "highest": best},
         )
 
+    def has_event(self, prepared: Any) -> bool:
+        return bool(getattr(prepared, "prefers", False))
+
     def event(self, trace: StepTrace, prepared: TagAffinity, ctx: PodContext) -> Event | None:
         if not prepared.prefers:
             return None

@@ -210,6 +210,9 @@ class PlacementPolicyStep(NodeFilter):
                 names.append(f"the PlacementPolicy {policy.ref} ({policy.type})")
         return "; ".join(names)
 
+    def has_event(self, prepared: Any) -> bool:
+        return isinstance(prepared, Governing)
+
     def event(self, trace: StepTrace, prepared: Any, ctx: PodContext) -> Event | None:
         if not isinstance(prepared, Governing):
             return None
