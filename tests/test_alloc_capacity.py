@@ -294,3 +294,28 @@ def test_the_reserve_kept_pod_after_pod_is_the_reserve_of_a_fresh_view(landings)
                 ),
             )
             assert reserve(live, i) == reserve(fresh, i)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 19), st.sampled_from(["1Gi", "2Gi", "4Gi"])), max_size=20),
+    st.integers(0, 19),
+    st.sampled_from(["1Gi", "8Gi"]),
+)
+def test_a_pod_on_its_own_node_is_not_counted_against_that_node_in_the_reserve(landed, home, memory):
+    """Deciding again for a pod already on a node (bind's check, a simulation of a running pod), the
+    reserve is the one of the cluster without that pod: its node counts the RAM the pod would free."""
+    names = [f"n{i:02d}" for i in range(20)]
+    others = [pod(f"p-{i}", node=names[n], memory=m, uid=f"u-{i}") for i, (n, m) in enumerate(landed)]
+    me = pod("me", node=names[home], memory=memory, uid="u-me")
+    pipeline = default_pipeline()
+
+    def reserve(*pods) -> list[tuple[str, str, dict]]:
+        v = view(*(node(n, memory="16Gi") for n in names), *pods)
+        decision = decide(pod_from_k8s(me), v, pipeline, candidates=names, seed=1)
+        failures = decision.failures().items()
+        return sorted(
+            (n, r.message, r.values) for n, r in failures if r.step == "alloc/hard-filter-large-servers"
+        )
+
+    assert reserve(*others, me) == reserve(*others)

@@ -7,6 +7,7 @@ watch lines, create."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -67,8 +68,10 @@ class KubeClient:
         # The writes (a Binding per placed pod) on connections of their own, without the client
         # framework's cost per request; a cluster behind a proxy is reached through aiohttp only.
         self._writes: KeepAlive | None = None
+        # A server KeepAlive cannot reach (not http(s), no TLS context) is left to aiohttp, which
+        # also names any error.
         if not creds.proxy:
-            try:
+            with contextlib.suppress(ValueError):
                 self._writes = KeepAlive(
                     creds.server,
                     creds.ssl_context,
@@ -76,8 +79,6 @@ class KubeClient:
                     user_agent=f"berth/{__version__}",
                     timeout=timeout,
                 )
-            except ValueError:  # not a URL KeepAlive reads: aiohttp names what is wrong at first use
-                self._writes = None
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop that uses it.

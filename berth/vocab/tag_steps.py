@@ -92,8 +92,8 @@ class RequireWithoutTag(NodeFilter):
         return tags or skip("no require_without_tag")
 
     def check(self, state: NodeState, prepared: tuple[str, ...], ctx: PodContext) -> Reason | None:
-        found = {t: n for t in prepared if (n := ctx.neighbour_tag_count(state, t))}
-        return self._reason(found, prepared, ctx) if found else None
+        found = tuple((t, n) for t in prepared if (n := ctx.neighbour_tag_count(state, t)))
+        return self._found(found, self._message(prepared, ctx), {}) if found else None
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
@@ -144,15 +144,12 @@ class RequireWithoutTag(NodeFilter):
         return removed
 
     def _found(self, pairs: tuple[tuple[str, int], ...], message: str, made: dict[tuple, Reason]) -> Reason:
-        """The Reason for a node holding these (tag, count) pairs; nodes with the same counts share one."""
+        """The Reason for a node holding these (tag, count) pairs; nodes with the same counts share one.
+        Evicting the neighbours would free the node: a capacity-like "no" (FailedNodes)."""
         reason = made.get(pairs)
         if reason is None:
             reason = made[pairs] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(pairs)})
         return reason
-
-    def _reason(self, found: dict[str, int], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
-        # Evicting the neighbours would free the node: a capacity-like "no" (FailedNodes).
-        return Reason(self.name, Kind.EXHAUSTED, self._message(prepared, ctx), {"found": found})
 
     def _message(self, prepared: tuple[str, ...], ctx: PodContext) -> str:
         return (

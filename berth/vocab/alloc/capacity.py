@@ -19,7 +19,7 @@ import numpy as np
 
 from berth.cluster.view import NodeColumn, NodeState
 from berth.engine.ledger import Listed, Sparse
-from berth.engine.slots import memo_for, position_of, root_of, slots_of
+from berth.engine.slots import memo_for, root_of, slots_of
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
@@ -293,52 +293,39 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         column = unreserved_column(ctx, self.setup, "ram")
         if count < 1 or column is None:
             return super().select_among(cands, prepared, ctx)
+        own = ctx.self_node if ctx.self_node in cands else None
         # The same candidates, where only nodes outside the reserve changed and stayed below its
         # smallest value (the node the last pod of a burst went to), keep the same reserve.
-        memo = memo_for(cands) if ctx.self_node not in cands else None
+        memo = memo_for(cands) if own is None else None
         known = memo.get(self.name) if memo is not None else None
         if known is not None and known[0] is column:
             changed = column.changed_since(known[1])
-            _, _, floor, reserve, largest = known
+            _, _, floor, in_reserve, reserve = known
             if changed is not None and all(
-                n not in cands or (n not in reserve and column.values[n] < floor) for n in changed
+                n not in cands or (n not in in_reserve and column.values[n] < floor) for n in changed
             ):
-                memo[self.name] = (column, column.version, floor, reserve, largest)
-                return largest
+                memo[self.name] = (column, column.version, floor, in_reserve, reserve)
+                return reserve
+        # The candidates are the nodes asked about minus those earlier steps removed: the reserve is
+        # the first `count` of them along the order of the nodes asked about, by unreserved RAM
+        # (highest first) and name.
+        root = root_of(cands)
+        order = self._order(cands if root is None else root, column, ctx)
+        values = column.values
+        if own is None:
+            largest = list(islice(filter(cands.__contains__, order), count))
+            kept_free = {name: values[name] for name in largest}  # as they were at this decision
+        else:  # the pod itself does not take room on its own node
+            state = cands[own]
+            own_free = unreserved(node_use(state, ctx), self.setup.node_ratios(state.node), "ram")
+            others = islice(filter(lambda n: n != own and n in cands, order), count)
+            ranked = sorted([(-values[n], n) for n in others] + [(-own_free, own)])[:count]
+            largest = [name for _, name in ranked]
+            kept_free = {name: -negated for negated, name in ranked}
         total = len(cands)
-        root = root_of(cands) if memo is not None else None
-        if root is not None:
-            # The candidates are those asked about minus the nodes earlier steps removed: the first
-            # `count` of them in the order of all the nodes asked about, by unreserved RAM (highest
-            # first) and name, which that order keeps while the values do not change.
-            largest = list(islice(filter(cands.__contains__, self._order(root, column, ctx)), count))
-            values = column.values
-            kept_free = {name: values[name] for name in largest}
-            floor = kept_free[largest[-1]]
-            reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
-            memo[self.name] = (column, column.version, floor, kept_free, reserve)  # type: ignore[index]
-            return reserve
-        layout = ctx.view.slots()
-        at = slots_of(cands, ctx.view)
-        free = column.array(layout)[at]
-        if ctx.self_node in cands:  # the pod itself does not take room on its own node
-            state = cands[ctx.self_node]
-            own = unreserved(node_use(state, ctx), self.setup.node_ratios(state.node), "ram")
-            free[position_of(cands, ctx.self_node)] = own
-        # Every node above the count-th largest value is among the largest, highest first (by name
-        # among equals); the places left go to the nodes at that value by name (often thousands of
-        # equal nodes).
-        floor = np.partition(free, len(free) - count)[len(free) - count]
-        above = np.flatnonzero(free > floor)
-        above = above[np.lexsort((layout.rank[at[above]], -free[above]))]
-        at_floor = np.flatnonzero(free == floor)
-        at_floor = at_floor[np.argsort(layout.rank[at[at_floor]], kind="stable")][: count - len(above)]
-        picked = np.concatenate((above, at_floor))
-        largest = list(map(layout.names.__getitem__, at[picked].tolist()))
-        kept_free = dict(zip(largest, free[picked].tolist(), strict=True))  # as they were at this decision
         reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
         if memo is not None:
-            memo[self.name] = (column, column.version, float(floor), kept_free, reserve)
+            memo[self.name] = (column, column.version, kept_free[largest[-1]], kept_free, reserve)
         return reserve
 
     def _order(self, root: Mapping[str, NodeState], column: NodeColumn, ctx: PodContext) -> Iterator[str]:
