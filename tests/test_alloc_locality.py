@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from berth.engine import Kind
+from berth.engine import Kind, decide
+from berth.pipeline import build_pipeline
 from tests.alloc_helpers import candidates, chain, cn, feasible, place, reasons, trace, vm
+from tests.builders import to_pod, view
 
 LOCALITY = chain("calculate-locality-hints", "hard-filter-locality-hints", "soft-filter-locality-hints")
 
@@ -275,6 +279,68 @@ def test_without_hints_the_soft_filter_spreads_the_namespaces_pods():
     )
     crowded = [cn("n1"), cn("n2"), vm("a", node="n1"), vm("b", node="n2")]
     assert candidates(place(vm("new"), *crowded, cfg=LOCALITY)) == {"n1", "n2"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 11), st.integers(0, 3), st.booleans(), st.booleans()),
+        max_size=40,
+    )
+)
+def test_the_spread_kept_pod_after_pod_is_the_spread_of_a_fresh_view(changes):
+    """Pods land and leave between decisions over the same nodes (several on a node, some outside
+    the nodes asked about, some of another namespace): each decision sets aside the nodes, with the
+    reasons, and keeps the nodes that a fresh view of the same cluster gives."""
+    names = [f"n{i}" for i in range(12)]
+    asked = names[:10]  # n10 and n11 host pods too but are not asked about
+    live = view(*(cn(n) for n in names))
+    pipeline = build_pipeline(LOCALITY)
+    placed: dict[tuple[str, str], str] = {}  # (namespace, pod name) -> node
+
+    def spread(v) -> tuple[str | None, set[str], list[tuple[str, str]]]:
+        decision = decide(to_pod(vm("new", uid="u-new")), v, pipeline, candidates=asked, seed=3)
+        aside = [
+            (n, str(decision.node(n).reasons[0]))  # failures() shows a shared reason's values once
+            for n, r in decision.failures().items()
+            if r.step == "alloc/soft-filter-locality-hints"
+        ]
+        return decision.chosen, candidates(decision), sorted(aside)
+
+    for i, (land, where, which, other, decide_now) in enumerate(changes):
+        key = ("other" if other else "default", f"web-{which}-{i % 3}")
+        if land:
+            live.add_pod(to_pod(vm(key[1], namespace=key[0], node=names[where], uid=f"u-{key}")))
+            placed[key] = names[where]
+        elif key in placed:
+            live.remove_pod(f"{key[0]}/{key[1]}")
+            del placed[key]
+        if decide_now or i == len(changes) - 1:
+            fresh = view(
+                *(cn(n) for n in names),
+                *(vm(p, namespace=ns, node=n, uid=f"u-{(ns, p)}") for (ns, p), n in placed.items()),
+            )
+            assert spread(live) == spread(fresh)
+
+
+def test_more_owner_changes_than_are_mended_or_kept_give_the_spread_worked_out_again():
+    names = [f"n{i}" for i in range(6)]
+    live = view(*(cn(n) for n in names), vm("a", node="n0"))
+    pipeline = build_pipeline(LOCALITY)
+
+    def kept() -> set[str]:
+        return candidates(decide(to_pod(vm("new", uid="u-new")), live, pipeline, candidates=names, seed=1))
+
+    assert kept() == {"n1", "n2", "n3", "n4", "n5"}
+    for i in range(1000):  # beyond what is mended and what the view keeps of the changes
+        live.add_pod(to_pod(vm(f"p{i}", node="n1", uid=f"u-p{i}")))
+        live.remove_pod(f"default/p{i}")
+    live.add_pod(to_pod(vm("b", node="n2", uid="u-b")))
+    assert live.owners_changed_since("default", 1) is None
+    assert kept() == {"n1", "n3", "n4", "n5"}
+    live.remove_pod("default/a")
+    live.remove_pod("default/b")  # the namespace has no pod left
+    assert kept() == set(names)
 
 
 def test_only_strict_hints_need_no_spreading():

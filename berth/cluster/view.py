@@ -94,6 +94,8 @@ class NodeState:
 UID_PREFIX = 8
 # A NodeColumn remembers this many of its latest changes (NodeColumn.changed_since).
 COLUMN_LOG = 4096
+# The changes of a namespace's owner nodes remembered (owners_changed_since): one log per namespace.
+OWNER_LOG = 512
 # node_memo starts afresh beyond this many entries (a few per step and per PlacementPolicy in use).
 NODE_MEMO_ENTRIES = 512
 
@@ -117,6 +119,41 @@ class Slots:
         return cls(generation, names, index, rank, by_rank)
 
 
+class ChangeLog:
+    """Changes in the order they were made, so that a reader can ask what changed since it last read:
+    change number `version` is entries[version - base - 1]. The oldest are dropped in time; a reader
+    that last read before them is told it cannot know (None)."""
+
+    __slots__ = ("base", "entries", "limit")
+
+    def __init__(self, limit: int = COLUMN_LOG) -> None:
+        self.base = 0
+        self.entries: list[Any] = []
+        self.limit = limit
+
+    @property
+    def version(self) -> int:
+        return self.base + len(self.entries)
+
+    def extend(self, changes: Iterable[Any]) -> None:
+        self.entries.extend(changes)
+        if len(self.entries) > self.limit:
+            drop = len(self.entries) // 2
+            del self.entries[:drop]
+            self.base += drop
+
+    def since(self, version: int) -> list[Any] | None:
+        if version < self.base:
+            return None
+        return self.entries[version - self.base :]
+
+    def forget(self) -> None:
+        """A change that is not kept, and every change before it dropped: whoever read before it
+        has to start afresh."""
+        self.base += len(self.entries) + 1
+        self.entries.clear()
+
+
 class NodeColumn:
     """A number worked out from each node and its pods, for every node of the view, with the lowest and
     highest value. Reading it works out again only the nodes that changed since the last read."""
@@ -132,17 +169,15 @@ class NodeColumn:
         self._array: np.ndarray | None = None
         self._array_slots: Slots | None = None  # the slots the array is laid out by
         self._stale: set[str] = set()
-        # The nodes worked out again, in order, so that a reader can ask what changed since it read:
-        # change number `version` is _log[version - _log_base - 1]; the oldest are dropped in time.
-        self.version = 0
-        self._log: list[str] = []
-        self._log_base = 0
+        self._log = ChangeLog()  # the nodes worked out again, in order
+
+    @property
+    def version(self) -> int:
+        return self._log.version
 
     def changed_since(self, version: int) -> list[str] | None:
         """The nodes worked out again since `version` (None when that is too long ago to say)."""
-        if version < self._log_base:
-            return None
-        return self._log[version - self._log_base :]
+        return self._log.since(version)
 
     def refresh(self, states: Mapping[str, NodeState]) -> None:
         if not self.dirty:
@@ -167,11 +202,6 @@ class NodeColumn:
                 if old == high:
                     high = None
         self._log.extend(self.dirty)
-        self.version += len(self.dirty)
-        if len(self._log) > COLUMN_LOG:
-            drop = len(self._log) // 2
-            del self._log[:drop]
-            self._log_base += drop
         self.dirty.clear()
         self._low, self._high = low, high
 
@@ -234,6 +264,8 @@ class ClusterView:
         self._tag_versions: dict[tuple[str, str], int] = {}
         self._tag_clock = 0
         self._owner_nodes: dict[str, Counter] = {}
+        # namespace -> (node, pods of the namespace on it after the change), for every change
+        self._owner_logs: dict[str, ChangeLog] = {}
         # What depends on the node records alone (cleared when a node changes), and numbers per node.
         self._node_memo: dict[Hashable, Any] = {}
         self._columns: dict[Hashable, NodeColumn] = {}
@@ -294,6 +326,20 @@ class ClusterView:
     def owner_nodes(self, namespace: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it (only nodes with at least one); read-only."""
         return self._owner_nodes.get(namespace, {})
+
+    def owner_version(self, namespace: str) -> int:
+        """A number that changes whenever owner_nodes(namespace) does."""
+        log = self._owner_logs.get(namespace)
+        return log.version if log is not None else 0
+
+    def owners_changed_since(self, namespace: str, version: int) -> list[tuple[str, int]] | None:
+        """The changes of owner_nodes(namespace) since owner_version gave `version`, in order: (node,
+        its pods of the namespace after the change, 0 when it has none left); None when that is too
+        long ago to say."""
+        log = self._owner_logs.get(namespace)
+        if log is None:
+            return [] if version == 0 else None
+        return log.since(version)
 
     def node_memo(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """`build()`, kept under `key` until a node is added, changed or removed: for what depends on
@@ -506,6 +552,14 @@ class ClusterView:
         """The reverse indexes of a pod placed on (+1) or taken off (-1) a node."""
         _bump(self._app_nodes, app_key(pod), node, sign)
         _bump(self._owner_nodes, pod.namespace, node, sign)
+        log = self._owner_logs.get(pod.namespace)
+        if log is None:
+            log = self._owner_logs[pod.namespace] = ChangeLog(OWNER_LOG)
+        owners = self._owner_nodes.get(pod.namespace)
+        if owners is None:  # the namespace has no pod left: nothing to mend from
+            log.forget()
+        else:
+            log.extend(((node, owners.get(node, 0)),))
         if pod.tags:
             per_tag = self._tag_nodes.setdefault(pod.namespace, {})
             for tag in pod.tags:

@@ -88,7 +88,7 @@ class Listed(LazyReasons):
     they all have the same step, kind and message; `reorder` when the order is an index's, to be
     shown in candidate order."""
 
-    __slots__ = ("_make", "_members", "_shared", "names", "reorder")
+    __slots__ = ("_make", "_members", "_shared", "kept", "names", "reorder")
 
     def __init__(
         self,
@@ -103,6 +103,8 @@ class Listed(LazyReasons):
         self._make = make
         self._members: set[str] | None = None
         self._shared = make(names[0]) if shared and names else None
+        # (the candidates, what is left of them once these are removed), when the step made that
+        self.kept: tuple[Mapping[str, Any], dict[str, Any]] | None = None
 
     def _set(self) -> set[str]:
         if self._members is None:
@@ -125,6 +127,12 @@ class Listed(LazyReasons):
 
     def shared(self) -> Reason | None:
         return self._shared
+
+    def kept_of(self, cands: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What is left of `cands` once these are removed, when the step made that dict already."""
+        if self.kept is not None and self.kept[0] is cands:
+            return self.kept[1]
+        return None
 
 
 class SetAside(LazyReasons):
@@ -401,12 +409,14 @@ class Ledger:
         if self._total_array is None:
             if not any(isinstance(c, ScoreColumn) and c.is_array for c in self.columns):
                 return None
-            names: Sequence[str] = (
-                self.kept if all(len(c) == len(self.kept) for c in self.columns) else (self.candidate_names())
-            )
             total = np.zeros(len(self.kept))
             for column in self.columns:
-                np.add(total, column.weighted_for(names), out=total)
+                if isinstance(column, TierColumn):  # every node kept has the tier's best value
+                    np.add(total, column.best, out=total)
+                elif len(column) == len(self.kept):  # the same nodes: nothing was removed since
+                    np.add(total, column.weighted_for(self.kept), out=total)
+                else:
+                    np.add(total, column.weighted_for(self.candidate_names()), out=total)
             self._total_array = total
         return self._total_array
 

@@ -108,7 +108,8 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
         return cands
     kept_by_step = getattr(removed, "kept_of", None)
     if kept_by_step is not None and (kept := kept_by_step(cands)) is not None:
-        known(kept)  # a step that kept a few of many nodes made the dict already, in candidate order
+        if _info(kept) is None:  # a step made the dict already, in candidate order
+            known(kept)
         return kept
     info = _info(cands)
     key: tuple[str, ...] | None = None

@@ -16,10 +16,15 @@ from typing import Any
 
 from berth.cluster.view import NodeState
 from berth.engine.ledger import Listed
+from berth.engine.slots import known, memo_for, without
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep, self_pod
 from berth.vocab.alloc.hints import Hint, Hints, resolve
+
+# Up to this many owner changes since the spread was worked out for the same candidates (the pods
+# placed meanwhile), it is mended rather than worked out again.
+MENDED_AT_MOST = 64
 
 
 class CalculateLocalityHints(AllocStep, NodeFilter):
@@ -120,7 +125,18 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         # Spreading concerns only the nodes that already host pods of the namespace; their reasons,
         # one per pod count, are made when read.
         namespace = ctx.pod.namespace
-        owners = ctx.view.owner_nodes(namespace)
+        view = ctx.view
+        owners = view.owner_nodes(namespace)
+        memo = memo_for(cands) if ctx.self_node not in cands else None
+        version = view.owner_version(namespace)
+        kept_as = (self.name, namespace)
+        hit = memo.get(kept_as) if memo is not None else None
+        if hit is not None:
+            changes = view.owners_changed_since(namespace, hit[0])
+            mended = self._mend(hit, cands, namespace, changes, version)
+            if mended is not None:
+                memo[kept_as] = mended
+                return mended[2]
         if len(owners) >= len(cands) and ctx.self_node not in cands and owners.keys() >= cands.keys():
             return {}  # every candidate hosts pods of the namespace: none is set aside (checked in C)
         counts = {n: c for n, c in owners.items() if n in cands}
@@ -128,8 +144,23 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
             counts[ctx.self_node] -= 1
             if not counts[ctx.self_node]:
                 del counts[ctx.self_node]
+        spread, kept = self._spread_over(cands, counts, namespace)
+        if memo is not None:
+            memo[kept_as] = (version, counts, spread, kept)
+        return spread
+
+    def _spread_over(
+        self,
+        cands: Mapping[str, NodeState],
+        counts: dict[str, int],
+        namespace: str,
+        kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
+    ) -> tuple[Mapping[str, Reason], Mapping[str, NodeState]]:
+        """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
+        that is none or all of them; and the candidates left. `kept_before` is what was left before
+        and the nodes of `counts` not set aside then, when that is all that changed."""
         if not counts or len(counts) == len(cands):
-            return {}
+            return {}, cands
         by_count: dict[int, Reason] = {}
 
         def reason(name: str) -> Reason:
@@ -138,7 +169,51 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
                 by_count[count] = self._spread_reason(namespace, count)
             return by_count[count]
 
-        return Listed(list(counts), reason, shared=True, reorder=True)
+        spread = Listed(list(counts), reason, shared=True, reorder=True)
+        if kept_before is not None:
+            before, added = kept_before
+            kept = before.copy() if isinstance(before, dict) else dict(before)  # at C speed
+            for name in added:
+                del kept[name]
+            known(kept, before, added)
+        else:
+            kept = without(cands, spread)
+        spread.kept = (cands, kept)  # the runner takes it as it is
+        return spread, kept
+
+    def _mend(
+        self,
+        hit: tuple,
+        cands: Mapping[str, NodeState],
+        namespace: str,
+        changes: list[tuple[str, int]] | None,
+        version: int,
+    ) -> tuple | None:
+        """The spread of the same candidates as a decision before, from it and the owner changes since
+        (the pods placed meanwhile): the counts replayed as the view's index made them, so they keep
+        its order. What is left is what was left before less the new owners, unless a node stopped
+        hosting pods of the namespace: it goes back among the others, so that is worked out again."""
+        _, counts, _, kept = hit
+        if changes is None or len(changes) > MENDED_AT_MOST:
+            return None
+        if not changes:
+            return hit
+        counts = dict(counts)
+        added: list[str] = []
+        freed = False
+        for name, count in changes:
+            if name not in cands:
+                continue
+            if count:
+                if name not in counts:
+                    added.append(name)
+                counts[name] = count
+            elif counts.pop(name, None) is not None:
+                freed = True
+        if freed or len(counts) == len(cands):
+            return None
+        spread, kept = self._spread_over(cands, counts, namespace, (kept, added))
+        return (version, counts, spread, kept)
 
     def _spread(self, states: Sequence[NodeState], ctx: PodContext) -> dict[str, Reason]:
         namespace = ctx.pod.namespace
