@@ -12,7 +12,9 @@ back the dict made the first time, slots and all.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -40,14 +42,17 @@ class _Known:
         self.memo: dict[Any, Any] | None = None
 
 
-_known: dict[int, _Known] = {}
+# The most recently used last: the first is dropped first. An OrderedDict moves and drops in O(1); a
+# dict used so piles up deleted entries at its front, which every look for the first one walks.
+_known: OrderedDict[int, _Known] = OrderedDict()
 
 
 def _info(cands: Mapping[str, Any]) -> _Known | None:
-    info = _known.pop(id(cands), None)
+    info = _known.get(id(cands))
     if info is None:
         return None
-    _known[id(cands)] = info  # the most recently used last: the first is dropped first
+    with suppress(KeyError):  # another thread dropped it meanwhile
+        _known.move_to_end(id(cands))
     return info if info.cands is cands else None
 
 
@@ -62,8 +67,8 @@ def known(
     with its slots when the maker has them."""
     while len(_known) >= KNOWN_AT_MOST:
         try:
-            del _known[next(iter(_known))]
-        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+            _known.popitem(last=False)
+        except KeyError:  # another thread got there first
             break
     info = _known[id(cands)] = _Known(cands, parent, removed)
     if slots is not None:
