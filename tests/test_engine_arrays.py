@@ -143,6 +143,27 @@ def test_random_draws_are_the_draws_of_the_python_loop_and_leave_the_generator_a
     assert batch.random() == loop.random()
 
 
+def test_random_draws_are_made_by_the_loop_when_numpy_lays_its_state_out_otherwise(monkeypatch):
+    import berth.engine.draws as draws
+
+    monkeypatch.setattr(draws._local, "twister", None, raising=False)
+    monkeypatch.setattr(draws._State, "from_address", lambda address: _ShiftedState())
+    assert draws._twister().works is False
+    loop, batch = random.Random(4), random.Random(4)
+    assert random_draws(batch, 2 * ARRAY_FROM).tolist() == [loop.random() for _ in range(2 * ARRAY_FROM)]
+    assert batch.getstate() == loop.getstate()
+
+
+class _ShiftedState:
+    """A state struct read at the wrong place: writing it does not reach the generator."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self.key = (ctypes.c_uint32 * 624)()
+        self.pos = 0
+
+
 def test_random_draws_below_the_array_size_are_the_same_too():
     loop, batch = random.Random(9), random.Random(9)
     assert random_draws(batch, ARRAY_FROM - 1).tolist() == [loop.random() for _ in range(ARRAY_FROM - 1)]

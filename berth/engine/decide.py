@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
@@ -18,7 +18,7 @@ from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
 from berth.engine.ledger import Candidates, Ledger, shared_reason
-from berth.engine.slots import is_known, known
+from berth.engine.slots import is_known, known, slots_of
 from berth.engine.step import PodContext, Step
 from berth.engine.types import (
     Decision,
@@ -122,9 +122,10 @@ def decide(
             ledger=ledger,
         )
 
-    finalists = ledger.candidate_names()
     array = ledger.total_array()
     totals: list[float] | np.ndarray = array if array is not None else ledger.totals()
+    # With the totals as an array, only the few best are read by name: looked up by slot.
+    finalists = _Named(view, ledger.kept) if array is not None else ledger.candidate_names()
     best, tied = _tied(view, ledger.kept, finalists, totals)
     chosen = tied[0] if len(tied) == 1 else ctx.rng.choice(tied)
     had_no_choice = feasible == 1
@@ -175,6 +176,27 @@ def decide(
     )
 
 
+class _Named(Sequence[str]):
+    """The candidates' names by position, each looked up by its slot when read."""
+
+    __slots__ = ("_names", "_slots")
+
+    def __init__(self, view: ClusterView, kept: Candidates) -> None:
+        self._names = view.slots().names
+        self._slots = slots_of(kept, view)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._names[s] for s in self._slots[i].tolist()]
+        return self._names[int(self._slots[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._names.__getitem__, self._slots.tolist())
+
+
 def _candidates(
     view: ClusterView, names: Sequence[str], slots: np.ndarray | None = None
 ) -> tuple[Candidates, dict[str, Reason]]:
@@ -218,7 +240,7 @@ def _candidates(
 
 
 def _tied(
-    view: ClusterView, kept: Candidates, names: list[str], totals: list[float] | np.ndarray
+    view: ClusterView, kept: Candidates, names: Sequence[str], totals: list[float] | np.ndarray
 ) -> tuple[float, list[str]]:
     """The highest rounded score, and the candidates that have it sorted by name."""
     if isinstance(totals, np.ndarray):
@@ -232,7 +254,9 @@ def _tied(
     return best, _sorted(view, tied, None)
 
 
-def _near(names: list[str], totals: list[float] | np.ndarray, floor: float) -> Iterable[tuple[str, float]]:
+def _near(
+    names: Sequence[str], totals: list[float] | np.ndarray, floor: float
+) -> Iterable[tuple[str, float]]:
     """(name, total) of the candidates whose total is at least `floor`, in candidate order."""
     if isinstance(totals, np.ndarray):
         at = np.flatnonzero(totals >= floor)
@@ -240,7 +264,7 @@ def _near(names: list[str], totals: list[float] | np.ndarray, floor: float) -> I
     return compress(zip(names, totals, strict=True), map(floor.__le__, totals))
 
 
-def _sorted(view: ClusterView, names: list[str], members: Mapping[str, Any] | None) -> list[str]:
+def _sorted(view: ClusterView, names: Sequence[str], members: Mapping[str, Any] | None) -> list[str]:
     """`names` sorted; thousands of them are picked from the view's sorted names instead, which
     costs less than sorting."""
     if len(names) * 16 < len(view):  # a few: sorting them is cheaper than a pass over every node
@@ -250,7 +274,7 @@ def _sorted(view: ClusterView, names: list[str], members: Mapping[str, Any] | No
 
 
 def _ranked(
-    names: list[str], totals: list[float] | np.ndarray, tied: list[str], best: float, count: int
+    names: Sequence[str], totals: list[float] | np.ndarray, tied: list[str], best: float, count: int
 ) -> list[tuple[str, float]]:
     """The `count` best candidates by (rounded score descending, name), with their rounded scores:
     the tied ones first, then the best of the others."""
