@@ -6,7 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from berth.engine import decide
+from berth.pipeline import build_pipeline
 from tests.alloc_helpers import chain, cn, place, trace, vm
+from tests.builders import to_pod, view
 
 
 def _parts(decision, step):
@@ -80,6 +83,48 @@ def test_next_reboot_favours_nodes_whose_reboot_is_further_away_and_most_those_w
     assert parts["never"] == parts["past"] == 0.5
     assert parts["soon"] == 0
     assert 0 < parts["later"] < 0.5
+
+
+def test_the_weeks_to_a_reboot_follow_the_clock_over_the_same_view(monkeypatch):
+    import berth.vocab.alloc.scorers as scorers
+
+    start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    clock = [start]
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return clock[0]
+
+    monkeypatch.setattr(scorers, "datetime", Clock)
+    nodes = [
+        cn("soon", annotations={"berth.dev/next-reboot": (start + timedelta(days=8, hours=1)).isoformat()}),
+        cn("later", annotations={"berth.dev/next-reboot": (start + timedelta(days=30)).isoformat()}),
+        cn("never"),
+    ]
+    pipeline = build_pipeline(chain("score-next-reboot"))
+    live = view(*nodes)
+
+    def weeks(v) -> dict[str, float]:
+        decision = decide(to_pod(vm("new")), v, pipeline, seed=1)
+        return {n.name: n.parts["alloc/score-next-reboot"].raw for n in decision.nodes}
+
+    seen = []
+    for later in (
+        timedelta(0),
+        timedelta(hours=1),
+        timedelta(days=1),
+        timedelta(days=1, hours=2),
+        timedelta(days=8, hours=1),
+        timedelta(days=9),
+        timedelta(days=2),
+    ):
+        clock[0] = start + later
+        seen.append(weeks(live))
+        assert seen[-1] == weeks(view(*nodes))  # what a fresh view says at that moment
+    assert [w["soon"] for w in seen] == [1, 1, 1, 0, 52, 52, 0]  # the clock going back is followed too
+    assert [w["later"] for w in seen] == [4, 4, 4, 4, 3, 3, 4]
+    assert {w["never"] for w in seen} == {52}
 
 
 def test_uniform_random_is_reproducible_with_the_seed_and_varies_across_seeds():

@@ -217,17 +217,19 @@ def _candidates(
     except KeyError:
         slots = np.fromiter((index[n] for n in names if n in index), np.intp)
         unknown_names = list(dict.fromkeys(n for n in names if n not in index))
-    ranks = np.sort(layout.rank[slots])
-    if len(ranks) > 1 and (twice := ranks[1:] == ranks[:-1]).any():  # a node named twice counts once
-        ranks = ranks[np.concatenate(([True], ~twice))]
-    key = (ranks.tobytes(), tuple(unknown_names))
+    # The nodes asked about, marked in name order: the same nodes in any order give the same marks (a
+    # node named twice is marked once), and the marked places are the candidates' ranks, in order.
+    marks = np.zeros(len(layout.names), dtype=bool)
+    marks[layout.rank[slots]] = True
+    key = (np.packbits(marks).tobytes(), tuple(unknown_names))
     recent: list[tuple[tuple, Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
     for i, (asked, cands, unknown) in enumerate(recent):
         if asked == key:
             recent.insert(0, recent.pop(i))
             if not is_known(cands):  # dropped from what the engine keeps since: its slots again
-                known(cands, slots=(layout, layout.by_rank[ranks]))
+                known(cands, slots=(layout, layout.by_rank[np.flatnonzero(marks)]))
             return cands, unknown
+    ranks = np.flatnonzero(marks)
     sorted_names, states = view.sorted_names(), view.states_by_name()
     picked = list(map(sorted_names.__getitem__, ranks.tolist()))
     cands = dict(zip(picked, map(states.__getitem__, picked), strict=True))

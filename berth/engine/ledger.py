@@ -171,6 +171,8 @@ def shared_reason(reasons: Mapping[str, Reason]) -> Reason | None:
 
 def blocking(reasons: Mapping[str, Reason]) -> int:
     """How many of these nodes are infeasible (removed, not set aside)."""
+    if isinstance(reasons, SetAside):
+        return 0
     shared = shared_reason(reasons)
     if shared is not None:
         return 0 if shared.kind is Kind.SET_ASIDE else len(reasons)

@@ -173,15 +173,10 @@ class ScoreNextReboot(_AllocScorer):
 
     def raws(self, cands: Mapping[str, NodeState], prepared: datetime, ctx: PodContext) -> np.ndarray:
         # Only nodes with a planned reboot differ from NO_REBOOT_WEEKS; their times are read once per
-        # node record, as whole microseconds, and turned into weeks for all of them at once.
-        slots, when = ctx.view.node_memo(self.name, lambda: _planned_reboots(ctx))
-        weeks = np.full(len(ctx.view), float(NO_REBOOT_WEEKS))
-        if len(slots):
-            ahead = when - _microseconds(prepared)  # timedelta.days is the floor of this in days
-            weeks[slots] = np.where(
-                ahead > 0, np.minimum(NO_REBOOT_WEEKS, (ahead // _DAY) // 7), NO_REBOOT_WEEKS
-            ).astype(np.float64)
-        return weeks[slots_of(cands, ctx.view)]
+        # node record, as whole microseconds, and turned into weeks for all of them at once. The
+        # weeks stay as they are until one of them would change: kept until then.
+        planned = ctx.view.node_memo(self.name, lambda: _Reboots(*_planned_reboots(ctx), len(ctx.view)))
+        return planned.weeks(_microseconds(prepared))[slots_of(cands, ctx.view)]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -190,6 +185,36 @@ _DAY = 86_400_000_000  # microseconds
 
 def _microseconds(when: datetime) -> int:
     return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+_WEEK = 7 * _DAY
+
+
+class _Reboots:
+    """The nodes' planned reboots and the weeks to them by slot, as of a moment, with the moment the
+    weeks change next (a planned reboot a whole week nearer, or passed)."""
+
+    def __init__(self, slots: np.ndarray, when: np.ndarray, nodes: int) -> None:
+        self.slots, self.when, self.nodes = slots, when, nodes
+        self._weeks: np.ndarray | None = None
+        self._since = self._until = 0  # the weeks hold for now in [since, until)
+
+    def weeks(self, now: int) -> np.ndarray:
+        """The weeks to each node's planned reboot at `now` (microseconds since 1970), by slot."""
+        if self._weeks is not None and self._since <= now < self._until:
+            return self._weeks
+        weeks = np.full(self.nodes, float(NO_REBOOT_WEEKS))
+        until = 2**62
+        if len(self.slots):
+            ahead = self.when - now  # timedelta.days is the floor of this in days
+            weeks[self.slots] = np.where(
+                ahead > 0, np.minimum(NO_REBOOT_WEEKS, (ahead // _DAY) // 7), NO_REBOOT_WEEKS
+            ).astype(np.float64)
+            coming = ahead[ahead > 0]
+            if len(coming):  # a node's weeks drop once its reboot is a whole week nearer, or passed
+                until = now + int((coming % _WEEK).min())
+        self._weeks, self._since, self._until = weeks, now, until
+        return weeks
 
 
 def _planned_reboots(ctx: PodContext) -> tuple[np.ndarray, np.ndarray]:
