@@ -242,10 +242,15 @@ class ScoreColumn(Column):
         low, span = self.low, self.span
         if not span:
             self._weighted = np.full(len(raws), weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0))
-        elif weight >= 0:
-            self._weighted = weight * ((raws - low) / span)
-        else:
-            self._weighted = -weight * (1.0 - (raws - low) / span)
+            return
+        # weight x ((raw - low) / span), or -weight x (1 - (raw - low) / span), in one array: the same
+        # operations in the same order as on a list (a product is the same either way round).
+        weighted = np.subtract(raws, low)
+        np.divide(weighted, span, out=weighted)
+        if weight < 0:
+            np.subtract(1.0, weighted, out=weighted)
+        np.multiply(weighted, weight if weight >= 0 else -weight, out=weighted)
+        self._weighted = weighted
 
     @property
     def normalised(self) -> list[float]:
