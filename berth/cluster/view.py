@@ -95,7 +95,7 @@ UID_PREFIX = 8
 # A NodeColumn remembers this many of its latest changes (NodeColumn.changed_since).
 COLUMN_LOG = 4096
 # The changes of a namespace's owner nodes remembered (owners_changed_since): one log per namespace.
-OWNER_LOG = 512
+OWNER_LOG = 128  # twice what the spread mends at most (MENDED_AT_MOST)
 # node_memo starts afresh beyond this many entries (a few per step and per PlacementPolicy in use).
 NODE_MEMO_ENTRIES = 512
 

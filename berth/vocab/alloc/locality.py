@@ -154,7 +154,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         cands: Mapping[str, NodeState],
         counts: dict[str, int],
         namespace: str,
-        kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
+        kept_before: tuple[dict[str, NodeState], list[str]] | None = None,
     ) -> tuple[Mapping[str, Reason], Mapping[str, NodeState]]:
         """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
         that is none or all of them; and the candidates left. `kept_before` is what was left before
@@ -172,7 +172,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         spread = Listed(list(counts), reason, shared=True, reorder=True)
         if kept_before is not None:
             before, added = kept_before
-            kept = before.copy() if isinstance(before, dict) else dict(before)  # at C speed
+            kept = before.copy()  # at C speed, then the few new owners taken out
             for name in added:
                 del kept[name]
             known(kept, before, added)
