@@ -6,6 +6,7 @@
     python -m bench --size tiny --only engine,extender      what the CI smoke test runs
     python -m bench --only audit     `berth audit` over the large snapshot, the whole process timed
     python -m bench generate large --out cluster.json       a snapshot for `berth simulate`
+    python -m bench.identity OUT     seeded decisions as digests: compare two trees' files
 
 Snapshots are generated on first use into $BERTH_CACHE/bench (default ~/.cache/berth/bench).
 """

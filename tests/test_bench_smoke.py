@@ -117,3 +117,15 @@ def test_the_audit_benchmark_times_every_case_and_counts_what_it_audited(tmp_pat
     assert int(rows["cluster"]["pods audited"]) == 0
     assert int(rows["what-if one-per-host"]["pods audited"]) == 4
     assert int(rows["what-if every pod"]["pods audited"]) == 404
+
+
+def test_the_identity_check_writes_the_same_digests_twice_and_one_per_decision(tmp_path):
+    from bench import identity
+
+    out = tmp_path / "digests.txt"
+    assert identity.main([str(out), "--tiny"]) == 0
+    lines = out.read_text().splitlines()
+    chains = sum(len(s.chains) for s in scenarios())
+    assert len(lines) == len(identity.TINY) * chains * identity.BURST
+    assert lines == list(identity.digests(identity.TINY))  # the same seeds decide the same way
+    assert len({line.split()[-1] for line in lines}) > len(lines) // 2  # each decision its own digest
