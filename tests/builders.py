@@ -4,6 +4,7 @@ through the same converters the snapshot loader and the live cache use."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
@@ -103,3 +104,27 @@ def to_pod(obj: dict[str, Any]) -> Pod:
 
 def k8s_list(*objects: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+
+
+def churn(
+    live: ClusterView,
+    changes: Sequence[tuple[Any, ...]],
+    names: Sequence[str],
+    make: Callable[..., dict[str, Any]],
+) -> Iterator[list[dict[str, Any]]]:
+    """Pods landing on and leaving `live`, as a property test draws them: each change is (land, the
+    index of a node in `names`, what picks the pod..., decide now), and make(i, *picks, node) is that
+    pod as kubectl shows it. Yields the pods placed so far each time a decision is due (and after the
+    last change), for a fresh view of the same cluster to be built from them."""
+    placed: dict[str, dict[str, Any]] = {}
+    for i, (land, where, *picks, decide_now) in enumerate(changes):
+        obj = make(i, *picks, names[where])
+        key = f"{obj['metadata'].get('namespace') or 'default'}/{obj['metadata']['name']}"
+        if land:
+            live.add_pod(pod_from_k8s(obj))
+            placed[key] = obj
+        elif key in placed:
+            live.remove_pod(key)
+            del placed[key]
+        if decide_now or i == len(changes) - 1:
+            yield list(placed.values())

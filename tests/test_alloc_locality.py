@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from berth.engine import Kind, decide
 from berth.pipeline import build_pipeline
 from tests.alloc_helpers import candidates, chain, cn, feasible, place, reasons, trace, vm
-from tests.builders import to_pod, view
+from tests.builders import churn, to_pod, view
 
 LOCALITY = chain("calculate-locality-hints", "hard-filter-locality-hints", "soft-filter-locality-hints")
 
@@ -296,7 +296,6 @@ def test_the_spread_kept_pod_after_pod_is_the_spread_of_a_fresh_view(changes):
     asked = names[:10]  # n10 and n11 host pods too but are not asked about
     live = view(*(cn(n) for n in names))
     pipeline = build_pipeline(LOCALITY)
-    placed: dict[tuple[str, str], str] = {}  # (namespace, pod name) -> node
 
     def spread(v) -> tuple[str | None, set[str], list[tuple[str, str]]]:
         decision = decide(to_pod(vm("new", uid="u-new")), v, pipeline, candidates=asked, seed=3)
@@ -307,20 +306,13 @@ def test_the_spread_kept_pod_after_pod_is_the_spread_of_a_fresh_view(changes):
         ]
         return decision.chosen, candidates(decision), sorted(aside)
 
-    for i, (land, where, which, other, decide_now) in enumerate(changes):
-        key = ("other" if other else "default", f"web-{which}-{i % 3}")
-        if land:
-            live.add_pod(to_pod(vm(key[1], namespace=key[0], node=names[where], uid=f"u-{key}")))
-            placed[key] = names[where]
-        elif key in placed:
-            live.remove_pod(f"{key[0]}/{key[1]}")
-            del placed[key]
-        if decide_now or i == len(changes) - 1:
-            fresh = view(
-                *(cn(n) for n in names),
-                *(vm(p, namespace=ns, node=n, uid=f"u-{(ns, p)}") for (ns, p), n in placed.items()),
-            )
-            assert spread(live) == spread(fresh)
+    def web(i: int, which: int, other: bool, where: str) -> dict:
+        namespace, name = ("other" if other else "default"), f"web-{which}-{i % 3}"
+        return vm(name, namespace=namespace, node=where, uid=f"u-{namespace}-{name}")
+
+    for placed in churn(live, changes, names, web):
+        fresh = view(*(cn(n) for n in names), *placed)
+        assert spread(live) == spread(fresh)
 
 
 def test_more_owner_changes_than_are_mended_or_kept_give_the_spread_worked_out_again():

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from berth.cluster.convert import pod_from_k8s
 from berth.engine import Kind, Reason, decide
 from berth.pipeline import default_pipeline
-from tests.builders import node, pod, view
+from tests.builders import churn, node, pod, view
 
 
 def _by_name(decision):
@@ -220,7 +220,6 @@ def test_removals_mended_pod_after_pod_are_those_made_from_scratch(changes):
     asked = names[:10]  # n10 and n11 hold pods too but are not asked about
     live = view(*(node(n) for n in names))
     pipeline = default_pipeline()
-    placed: dict[str, str] = {}  # pod name -> node
 
     def removals(v) -> list[tuple[str, str, dict]]:
         web = pod_from_k8s(pod("web", affinity={"require_without_tag": ["db"]}, uid="u-web"))
@@ -228,17 +227,10 @@ def test_removals_mended_pod_after_pod_are_those_made_from_scratch(changes):
         failures = decision.failures()
         return [(n, r.message, r.values) for n, r in failures.items() if r.step == "tags/require_without_tag"]
 
-    for i, (land, where, which, decide_now) in enumerate(changes):
+    def db(i: int, which: int, where: str) -> dict:
         name = f"db-{which}-{i % 3}"
-        if land:
-            live.add_pod(pod_from_k8s(pod(name, node=names[where], tags=["db"], uid=f"u-{name}")))
-            placed[name] = names[where]
-        elif name in placed:
-            live.remove_pod(f"default/{name}")
-            del placed[name]
-        if decide_now or i == len(changes) - 1:
-            fresh = view(
-                *(node(n) for n in names),
-                *(pod(p, node=n, tags=["db"], uid=f"u-{p}") for p, n in placed.items()),
-            )
-            assert sorted(removals(live)) == sorted(removals(fresh))
+        return pod(name, node=where, tags=["db"], uid=f"u-{name}")
+
+    for placed in churn(live, changes, names, db):
+        fresh = view(*(node(n) for n in names), *placed)
+        assert sorted(removals(live)) == sorted(removals(fresh))
