@@ -32,13 +32,15 @@ Candidates = dict[str, Any]  # node name -> NodeState, in the order the decision
 
 class Sparse(dict):
     """Removals a step found through the view's indexes, in the index's order rather than the
-    candidates': a trace lists them in candidate order, as a node-by-node step would have."""
+    candidates': a trace lists them in candidate order, as a node-by-node step would have. Never
+    changed once a step has returned it (a step may return it again from its memo, and the runner
+    knows it by identity)."""
 
     _blocking: int | None = None  # how many are infeasible, once counted (the map never changes)
 
 
 class LazyReasons(Mapping[str, Reason]):
-    """A removal map whose Reasons are made when read."""
+    """A removal map whose Reasons are made when read; like Sparse, never changed once returned."""
 
     def shared(self) -> Reason | None:
         """A reason whose step, kind and short text are those of every reason here, or None."""

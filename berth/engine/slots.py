@@ -30,7 +30,7 @@ REUSE_AT_MOST = 2048
 
 
 class _Known:
-    __slots__ = ("cands", "children", "layout", "memo", "parent", "removed", "slots")
+    __slots__ = ("cands", "children", "last", "layout", "memo", "parent", "removed", "slots")
 
     def __init__(self, cands: dict[str, Any], parent: Mapping[str, Any] | None, removed: Any) -> None:
         self.cands = cands  # held, so that its id names it while it is known
@@ -40,6 +40,8 @@ class _Known:
         self.layout: Slots | None = None  # the view's slots that `slots` are of
         self.children: dict[tuple[str, ...], dict[str, Any]] | None = None
         self.memo: dict[Any, Any] | None = None
+        # The removal map last applied to these candidates, and the dict of the nodes it left.
+        self.last: tuple[Mapping[str, Any], dict[str, Any]] | None = None
 
 
 # The most recently used last: the first is dropped first. An OrderedDict moves and drops in O(1); a
@@ -117,11 +119,17 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
             known(kept)
         return kept
     info = _info(cands)
+    if info is not None and info.last is not None and info.last[0] is removed:
+        # The very map a step gave for these candidates before (its memo's): what was left then.
+        kept = info.last[1]
+        _info(kept)
+        return kept
     key: tuple[str, ...] | None = None
     if info is not None and len(removed) <= REUSE_AT_MOST:
         key = tuple(removed)
         if info.children is not None and (kept := info.children.get(key)) is not None:
             _info(kept)
+            _remember(info, removed, kept)
             return kept
     names = key if key is not None else removed
     if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict):
@@ -137,7 +145,16 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
         elif len(info.children) >= CHILDREN_KEPT:
             del info.children[next(iter(info.children))]
         info.children[key] = kept
+    if info is not None:
+        _remember(info, removed, kept)
     return kept
+
+
+def _remember(info: _Known, removed: Mapping[str, Any], kept: dict[str, Any]) -> None:
+    """Keep the last removal map and what it left: a step answering from its memo gives the same
+    map again. Only maps a step keeps as they are (never a plain dict, which a step may fill anew
+    for every decision) are remembered by identity."""
+    info.last = (removed, kept) if type(removed) is not dict else None
 
 
 def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
