@@ -28,7 +28,7 @@ import orjson
 
 from bench.engine import pipeline_for
 from bench.generate import Size, generate
-from bench.scenarios import scenarios
+from bench.scenarios import Scenario, scenarios
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
 from berth.engine import decide
@@ -46,7 +46,7 @@ def digests(clusters: tuple[tuple[Size, int], ...] = CLUSTERS) -> Iterator[str]:
                 yield from _burst(items, size.name, scenario, chain, seed)
 
 
-def _burst(items: list, cluster: str, scenario, chain: str, seed: int) -> Iterator[str]:
+def _burst(items: list, cluster: str, scenario: Scenario, chain: str, seed: int) -> Iterator[str]:
     view = ClusterView(
         [node_from_k8s(o) for o in items if o["kind"] == "Node"],
         [pod_from_k8s(o) for o in items if o["kind"] == "Pod"],
