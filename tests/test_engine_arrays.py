@@ -25,7 +25,7 @@ from berth.cluster.view import ClusterView
 from berth.engine import decide
 from berth.engine import slots as slots_module
 from berth.engine.draws import ARRAY_FROM, random_draws
-from berth.engine.slots import known, slots_of, without
+from berth.engine.slots import Remaining, known, remaining, slots_of, without
 from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import parse_config
 
@@ -191,6 +191,33 @@ def test_candidates_made_by_removing_nodes_know_their_slots_and_are_reused():
     assert list(first) == [n for i, n in enumerate(names) if i % 3]
     view.remove_node(outside)  # a node none of them holds: the slots move, and are found again
     assert [view.slots().names[s] for s in slots_of(second, view).tolist()] == list(second)
+
+
+@pytest.mark.parametrize("left_out_at_most", [3, slots_module.LEFT_OUT_AT_MOST])
+def test_candidates_left_one_node_fewer_at_a_time_read_as_the_dict_they_stand_for(
+    monkeypatch, left_out_at_most
+):
+    """remaining() leaves nodes out of a dict without copying it, and makes a dict of its own once
+    too many are left out: every step reads either as the dict of the nodes left."""
+    monkeypatch.setattr(slots_module, "LEFT_OUT_AT_MOST", left_out_at_most)
+    view = _small_view()
+    states = view.states_by_name()
+    names = view.node_names()
+    cands: Any = known(dict(states))
+    left = dict(states)
+    for name in random.Random(5).sample(names, 12):
+        cands = remaining(cands, [name])
+        del left[name]
+        assert list(cands) == list(left) and len(cands) == len(left)
+        assert list(cands.items()) == list(left.items()) and list(cands.values()) == list(left.values())
+        assert name not in cands and cands.get(name) is None
+        with pytest.raises(KeyError):
+            cands[name]
+        assert all(cands[n] is s for n, s in left.items())
+        assert [view.slots().names[s] for s in slots_of(cands, view).tolist()] == list(left)
+        halved = without(cands, {n: None for n in list(left)[::2]})
+        assert halved == {n: s for n, s in list(left.items())[1::2]}
+    assert isinstance(cands, Remaining) == (left_out_at_most >= 12)
 
 
 def test_the_candidates_of_a_long_running_burst_are_found_once_however_many_dicts_came_between(monkeypatch):

@@ -13,7 +13,7 @@ back the dict made the first time, slots and all.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from contextlib import suppress
 from typing import Any
 
@@ -27,6 +27,8 @@ KNOWN_AT_MOST = 64
 CHILDREN_KEPT = 4
 # Removals of more nodes than this are not kept for reuse (the key would cost what it saves).
 REUSE_AT_MOST = 2048
+# A Remaining leaves out at most this many of its dict's nodes; one more makes a dict of its own.
+LEFT_OUT_AT_MOST = 256
 
 
 class _Known:
@@ -59,12 +61,12 @@ def _info(cands: Mapping[str, Any]) -> _Known | None:
 
 
 def known(
-    cands: dict[str, Any],
+    cands: Mapping[str, Any],
     parent: Mapping[str, Any] | None = None,
     removed: Any = (),
     *,
     slots: tuple[Slots, np.ndarray] | None = None,
-) -> dict[str, Any]:
+) -> Mapping[str, Any]:
     """`cands`, remembered as made from `parent` minus the names `removed` (a root when no parent),
     with its slots when the maker has them."""
     while len(_known) >= KNOWN_AT_MOST:
@@ -157,13 +159,86 @@ def _remember(info: _Known, removed: Mapping[str, Any], kept: dict[str, Any]) ->
     info.last = (removed, kept) if type(removed) is not dict else None
 
 
+class Remaining(Mapping[str, Any]):
+    """A dict of candidates less a few of them, made into a dict of its own only when it is read
+    node by node. A step that leaves all but a few of thousands of candidates, and one node fewer
+    with each pod placed (the spread by owner), would otherwise copy thousands of entries at every
+    decision; a copy, and the free of the one before, touch every node's objects, which at 5000
+    nodes costs more than the rule (those objects are out of the processor's cache by then). The
+    steps after it that only count the candidates, ask for one or gather by slot never pay that."""
+
+    __slots__ = ("_base", "_dict", "_len", "_out")
+
+    def __init__(self, base: dict[str, Any], out: frozenset[str]) -> None:
+        self._base = base  # never changed: the engine's dicts are never changed once made
+        self._out = out  # names of `base` left out
+        self._len = len(base) - len(out)
+        self._dict: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self._dict is None:
+            kept = self._base.copy()  # at C speed, then the few left out deleted
+            for name in self._out:
+                del kept[name]
+            self._dict = kept
+        return self._dict
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __contains__(self, name: object) -> bool:
+        return name not in self._out and name in self._base
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._out:
+            raise KeyError(name)
+        return self._base[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return default if name in self._out else self._base.get(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def keys(self) -> KeysView[str]:
+        return self.as_dict().keys()
+
+    def values(self) -> ValuesView[Any]:
+        return self.as_dict().values()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self.as_dict().items()
+
+
+def remaining(cands: Mapping[str, Any], removed: Iterable[str]) -> Mapping[str, Any]:
+    """`cands` less `removed` (a few of them, each once), in order, without copying `cands` while
+    few are left out; known to the engine as made from `cands`, so that its slots are `cands`' less
+    the removed ones."""
+    removed = tuple(removed)
+    if isinstance(cands, Remaining):
+        base, out = cands._base, cands._out.union(removed)
+    elif isinstance(cands, dict):
+        base, out = cands, frozenset(removed)
+    else:
+        base, out = dict(cands), frozenset(removed)
+    kept: Mapping[str, Any]
+    if len(out) > LEFT_OUT_AT_MOST:
+        kept = base.copy()
+        for name in out:
+            del kept[name]
+    else:
+        kept = Remaining(base, out)
+    known(kept, cands, removed)
+    return kept
+
+
 def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     """The slot of every candidate, in candidate order (every candidate is a node of the view)."""
     layout = view.slots()
     info = _info(cands)
     if info is None:
         found = _lookup(cands, layout.index)
-        if isinstance(cands, dict):  # known from now on, as a root: the next pod's steps reuse them
+        if isinstance(cands, dict | Remaining):  # known from now on, as a root: the next pod reuses them
             known(cands, slots=(layout, found))
         return found
     if info.layout is layout:

@@ -16,7 +16,7 @@ from typing import Any
 
 from berth.cluster.view import NodeState
 from berth.engine.ledger import Listed
-from berth.engine.slots import known, memo_for, without
+from berth.engine.slots import memo_for, remaining, without
 from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep, self_pod
@@ -172,10 +172,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         spread = Listed(list(counts), reason, shared=True, reorder=True)
         if kept_before is not None:
             before, added = kept_before
-            kept = before.copy()  # at C speed, then the few new owners taken out
-            for name in added:
-                del kept[name]
-            known(kept, before, added)
+            kept = remaining(before, added)  # not a copy of thousands of nodes for a few new owners
         else:
             kept = without(cands, spread)
         spread.kept = (cands, kept)  # the runner takes it as it is
