@@ -23,8 +23,9 @@ from bench.scenarios import CHAINS, scenarios
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
 from berth.engine import decide
+from berth.engine import draws as draws_module
 from berth.engine import slots as slots_module
-from berth.engine.draws import ARRAY_FROM, random_draws
+from berth.engine.draws import ARRAY_FROM, Seeded, random_draws
 from berth.engine.slots import Remaining, known, remaining, slots_of, without
 from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import parse_config
@@ -143,6 +144,25 @@ def test_random_draws_are_the_draws_of_the_python_loop_and_leave_the_generator_a
     assert batch.random() == loop.random()
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    st.one_of(st.integers(-(2**70), 2**70), st.sampled_from([0, 1, -1, 2**32 - 1, 2**32, 2**64])),
+    st.lists(st.integers(1, 3 * ARRAY_FROM), min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_a_decisions_draws_are_those_of_random_random_from_its_seed(seed, batches, asked_first):
+    """Seeded draws from the seed, batch after batch, and its random.Random carries on from where
+    they left it; asked for first, the random.Random is the seed's."""
+    assert draws_module._twister().works  # numpy draws them here (the loop only if it could not)
+    loop, seeded = random.Random(seed), Seeded(seed)
+    if asked_first:
+        assert seeded.rng.random() == loop.random()
+    for n in batches:
+        assert seeded.random(n).tolist() == [loop.random() for _ in range(n)]
+    assert seeded.rng.getstate() == loop.getstate()
+    assert seeded.rng.random() == loop.random()
+
+
 def test_random_draws_are_made_by_the_loop_when_numpy_lays_its_state_out_otherwise(monkeypatch):
     import berth.engine.draws as draws
 
@@ -152,6 +172,9 @@ def test_random_draws_are_made_by_the_loop_when_numpy_lays_its_state_out_otherwi
     loop, batch = random.Random(4), random.Random(4)
     assert random_draws(batch, 2 * ARRAY_FROM).tolist() == [loop.random() for _ in range(2 * ARRAY_FROM)]
     assert batch.getstate() == loop.getstate()
+    loop, seeded = random.Random(4), Seeded(4)
+    assert seeded.random(2 * ARRAY_FROM).tolist() == [loop.random() for _ in range(2 * ARRAY_FROM)]
+    assert seeded.rng.getstate() == loop.getstate()
 
 
 class _ShiftedState:

@@ -17,6 +17,7 @@ from berth.cluster.model import Pod
 from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
+from berth.engine.draws import Seeded
 from berth.engine.ledger import Candidates, Ledger, shared_reason
 from berth.engine.slots import is_known, known, slots_of
 from berth.engine.step import PodContext, Step
@@ -94,7 +95,7 @@ def decide(
     except SpecError as exc:
         return _invalid(pod, list(dict.fromkeys(names)), exc, chain_names, seed)
 
-    ctx = PodContext(pod=pod, spec=spec, view=view, rng=random.Random(seed))
+    ctx = PodContext(pod=pod, spec=spec, view=view, randoms=Seeded(seed))
     cands, unknown = _candidates(view, names, found.slots if found is not None else None)
     if len(cands) + len(unknown) < len(names):  # a node named twice counts once
         names = list(dict.fromkeys(names))

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
+from berth.engine.draws import Seeded
 from berth.engine.ledger import Sparse
 from berth.engine.slots import memo_for
 from berth.engine.types import Event, Phase, Reason, StepTrace
@@ -50,7 +51,7 @@ class PodContext:
     pod: Pod
     spec: Any  # the pod's compiled berth annotations (berth.vocab.pod.PodSpec)
     view: ClusterView
-    rng: random.Random
+    randoms: Seeded  # the decision's random numbers, from its seed
     prepared: dict[str, Any] = field(default_factory=dict)
     # Where the pod itself already sits, if the view holds it: it is never its own neighbour.
     self_node: str = ""
@@ -61,6 +62,10 @@ class PodContext:
         if placed is not None and placed.node_name and placed.same_pod(self.pod):
             self.self_node = placed.node_name
             self.self_pod = placed
+
+    @property
+    def rng(self) -> random.Random:
+        return self.randoms.rng
 
     def self_on(self, state: NodeState) -> Pod | None:
         """The pod itself, when the view already has it on this node."""

@@ -13,13 +13,13 @@ over the node's ratio from the node's unreserved resource, as the filters count.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.chain import flatten
+from berth.engine.draws import Seeded
 from berth.engine.step import PodContext
 from berth.vocab.alloc.base import (
     EPSILON,
@@ -97,7 +97,7 @@ def headroom(pod: Pod, view: ClusterView, config: AllocatorConfig) -> Headroom:
     setup = steps[0].setup if steps else Setup(config=config, override=False)
     names = {s.name for s in flatten(pipeline.chain)}
     spec = pipeline.compile_pod(pod)
-    ctx = PodContext(pod=pod, spec=spec, view=view, rng=random.Random(0))
+    ctx = PodContext(pod=pod, spec=spec, view=view, randoms=Seeded(0))
     bounds = tuple(name for name in BOUNDS if name in names)
     rows = tuple(_node(state, ctx, setup, names) for state in view.states())
     return Headroom(pod=pod.key, nodes=rows, bounds=bounds)

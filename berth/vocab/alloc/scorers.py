@@ -27,7 +27,6 @@ import numpy as np
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState
-from berth.engine.draws import random_draws
 from berth.engine.slots import position_of, slots_of
 from berth.engine.step import PodContext, Scorer, skip
 from berth.vocab.alloc.base import (
@@ -255,7 +254,7 @@ class ScoreUniformRandom(_AllocScorer):
         return ctx.rng.random()
 
     def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
-        return random_draws(ctx.rng, len(cands))  # one draw per node in candidate order, as raw() draws
+        return ctx.randoms.random(len(cands))  # one draw per node in candidate order, as raw() draws
 
 
 class PickRandom(AllocStep, Scorer):
@@ -273,4 +272,4 @@ class PickRandom(AllocStep, Scorer):
         return ctx.rng.random()
 
     def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> np.ndarray:
-        return random_draws(ctx.rng, len(cands))  # one draw per node in candidate order, as raw() draws
+        return ctx.randoms.random(len(cands))  # one draw per node in candidate order, as raw() draws
