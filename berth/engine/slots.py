@@ -34,7 +34,7 @@ LEFT_OUT_AT_MOST = 256
 class _Known:
     __slots__ = ("cands", "children", "last", "layout", "memo", "parent", "removed", "slots")
 
-    def __init__(self, cands: dict[str, Any], parent: Mapping[str, Any] | None, removed: Any) -> None:
+    def __init__(self, cands: Mapping[str, Any], parent: Mapping[str, Any] | None, removed: Any) -> None:
         self.cands = cands  # held, so that its id names it while it is known
         self.parent = parent
         self.removed = removed
