@@ -129,3 +129,29 @@ def test_the_identity_check_writes_the_same_digests_twice_and_one_per_decision(t
     assert len(lines) == len(identity.TINY) * chains * identity.BURST
     assert lines == list(identity.digests(identity.TINY))  # the same seeds decide the same way
     assert len({line.split()[-1] for line in lines}) > len(lines) // 2  # each decision its own digest
+
+
+def test_the_pairing_times_both_trees_in_either_order_and_leaves_no_worktree(tmp_path):
+    def worktrees() -> str:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True
+        ).stdout
+
+    before = worktrees()
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.pair", "HEAD", "--size", "tiny", "--decisions", "60", "--turn", "10"],
+        cwd=ROOT,
+        env={**os.environ, "BERTH_CACHE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.strip("|").split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert [r[0].strip() for r in rows[1:]] == ["HEAD first", "this tree first"]
+    for _, mine, theirs, ratio in rows[1:]:
+        for quantiles in (mine, theirs):
+            p10, p50, p90 = map(_number, quantiles.split("/"))
+            assert 0 < p10 <= p50 <= p90
+        assert _number(ratio) > 0
+    assert worktrees() == before
