@@ -42,26 +42,24 @@ def _number(cell: str) -> float:
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     work = tmp_path_factory.mktemp("bench")
+    args = ["bench", "--size", "tiny", "--only", "engine,extender", "--json", str(work / "out.json")]
+    out = _bench(args, work)
+    return out, json.loads((work / "out.json").read_text())
+
+
+def _bench(args: list[str], cache: Path) -> str:
+    """`python -m ARGS` from the project's root with its own bench cache: what it printed (it must
+    succeed)."""
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--size",
-            "tiny",
-            "--only",
-            "engine,extender",
-            "--json",
-            str(work / "out.json"),
-        ],
+        [sys.executable, "-m", *args],
         cwd=ROOT,
-        env={**os.environ, "BERTH_CACHE": str(work)},
+        env={**os.environ, "BERTH_CACHE": str(cache)},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout, json.loads((work / "out.json").read_text())
+    return result.stdout
 
 
 def test_the_engine_benchmark_prints_a_rate_and_latencies_for_every_scenario_and_chain(smoke_run):
@@ -98,16 +96,8 @@ def test_the_extender_benchmark_compares_every_verb_with_the_floor(smoke_run):
 
 
 def test_the_audit_benchmark_times_every_case_and_counts_what_it_audited(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "--size", "tiny", "--only", "audit"],
-        cwd=ROOT,
-        env={**os.environ, "BERTH_CACHE": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    table = _tables(result.stdout)["berth audit: the whole process, snapshot load included"]
+    out = _bench(["bench", "--size", "tiny", "--only", "audit"], tmp_path)
+    table = _tables(out)["berth audit: the whole process, snapshot load included"]
     rows = {r["case"]: r for r in table}
     assert set(rows) == {"cluster", "what-if one-per-host", "what-if every pod"}
     for row in rows.values():
@@ -138,16 +128,8 @@ def test_the_pairing_times_both_trees_in_either_order_and_leaves_no_worktree(tmp
         ).stdout
 
     before = worktrees()
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.pair", "HEAD", "--size", "tiny", "--decisions", "60", "--turn", "10"],
-        cwd=ROOT,
-        env={**os.environ, "BERTH_CACHE": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = [line.strip("|").split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
+    out = _bench(["bench.pair", "HEAD", "--size", "tiny", "--decisions", "60", "--turn", "10"], tmp_path)
+    rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith("| ")]
     assert [r[0].strip() for r in rows[1:]] == ["HEAD first", "this tree first"]
     for _, mine, theirs, ratio in rows[1:]:
         for quantiles in (mine, theirs):
