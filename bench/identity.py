@@ -22,6 +22,7 @@ import random
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import orjson
@@ -36,6 +37,15 @@ from berth.engine import decide
 BURST = 16
 CLUSTERS = ((Size("i1", 300, 4000), 1), (Size("i2", 1200, 9000), 2))
 TINY = ((Size("t1", 30, 200), 1), (Size("t2", 60, 500), 2))
+
+
+def decision_bytes(decision: Any) -> bytes:
+    """Everything a Decision says, as bytes: its full dict with every node's detail, the node
+    chosen, the summary, the events and whether it had no choice."""
+    return (
+        orjson.dumps(decision.to_dict(detail=True))
+        + repr((decision.chosen, decision.summary, decision.events, decision.had_no_choice)).encode()
+    )
 
 
 def digests(clusters: tuple[tuple[Size, int], ...] = CLUSTERS) -> Iterator[str]:
@@ -62,11 +72,7 @@ def _burst(items: list, cluster: str, scenario: Scenario, chain: str, seed: int)
         asked = names if i % 5 else rng.sample(names, len(names) // 2)
         pod = msgspec.structs.replace(base, name=f"{base.name}-{i}", uid=f"uid-{scenario.name}-{i}")
         decision = decide(pod, view, pipeline, candidates=asked, seed=i)
-        shown = (
-            orjson.dumps(decision.to_dict(detail=True))
-            + repr((decision.chosen, decision.summary, decision.events, decision.had_no_choice)).encode()
-        )
-        yield f"{cluster} {scenario.name} {chain} {i} {hashlib.sha256(shown).hexdigest()}"
+        yield f"{cluster} {scenario.name} {chain} {i} {hashlib.sha256(decision_bytes(decision)).hexdigest()}"
         if decision.chosen:
             view.add_pod(msgspec.structs.replace(pod, node_name=decision.chosen))
         if i % 7 == 3:  # a pod carrying the excluded and preferred tags lands, another leaves

@@ -13,12 +13,12 @@ import random
 from typing import Any
 
 import msgspec
-import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.generate import Size, generate
+from bench.identity import decision_bytes
 from bench.scenarios import CHAINS, scenarios
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
@@ -41,13 +41,6 @@ def _pipeline(chain: str):
 
 def _fresh(nodes: list[Any], pods: dict[str, Any]) -> ClusterView:
     return ClusterView(nodes, list(pods.values()))
-
-
-def _bytes(decision) -> bytes:
-    return (
-        orjson.dumps(decision.to_dict(detail=True))
-        + repr((decision.chosen, decision.summary, decision.events, decision.had_no_choice)).encode()
-    )
 
 
 @pytest.mark.parametrize(
@@ -112,7 +105,7 @@ def test_a_burst_on_a_warm_view_decides_as_a_fresh_view_does(scenario, chain):
             asked = [*rng.sample(asked, len(asked) // 2), "not-a-node"]
         new = msgspec.structs.replace(base, name=f"{base.name}-{i}", uid=f"{base.uid[:-6]}{i:06d}")
         hot = decide(new, warm, pipeline, candidates=asked, seed=i)
-        assert _bytes(hot) == _bytes(decide(new, cold, pipeline, candidates=asked, seed=i)), i
+        assert decision_bytes(hot) == decision_bytes(decide(new, cold, pipeline, candidates=asked, seed=i)), i
         if hot.chosen:
             placed = msgspec.structs.replace(new, node_name=hot.chosen)
             pods[placed.key] = placed
@@ -122,7 +115,7 @@ def test_a_burst_on_a_warm_view_decides_as_a_fresh_view_does(scenario, chain):
     cold = _fresh(nodes, pods)
     for policy in policies:
         cold.upsert_policy(policy)
-    assert _bytes(decide(existing, warm, pipeline, seed=1)) == _bytes(
+    assert decision_bytes(decide(existing, warm, pipeline, seed=1)) == decision_bytes(
         decide(existing, cold, pipeline, seed=1)
     )
 
@@ -330,5 +323,5 @@ def test_deciding_over_every_node_is_deciding_over_every_node_named():
         for seed in (1, 2):
             every = decide(new, view, _pipeline("default"), seed=seed)
             named = decide(new, view, _pipeline("default"), candidates=view.node_names(), seed=seed)
-            assert _bytes(every) == _bytes(named)
+            assert decision_bytes(every) == decision_bytes(named)
             assert [n.name for n in every.nodes] == view.node_names()

@@ -221,13 +221,9 @@ def remaining(cands: Mapping[str, Any], removed: Iterable[str]) -> Mapping[str, 
         base, out = cands, frozenset(removed)
     else:
         base, out = dict(cands), frozenset(removed)
-    kept: Mapping[str, Any]
-    if len(out) > LEFT_OUT_AT_MOST:
-        kept = base.copy()
-        for name in out:
-            del kept[name]
-    else:
-        kept = Remaining(base, out)
+    left = Remaining(base, out)
+    # Too many left out to look past at every read: a dict of its own.
+    kept: Mapping[str, Any] = left.as_dict() if len(out) > LEFT_OUT_AT_MOST else left
     known(kept, cands, removed)
     return kept
 

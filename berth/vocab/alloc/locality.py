@@ -154,7 +154,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         cands: Mapping[str, NodeState],
         counts: dict[str, int],
         namespace: str,
-        kept_before: tuple[dict[str, NodeState], list[str]] | None = None,
+        kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
     ) -> tuple[Mapping[str, Reason], Mapping[str, NodeState]]:
         """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
         that is none or all of them; and the candidates left. `kept_before` is what was left before
