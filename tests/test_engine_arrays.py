@@ -260,6 +260,29 @@ def test_the_candidates_of_a_long_running_burst_are_found_once_however_many_dict
     assert len(lookups) <= 1
 
 
+def test_candidates_found_again_once_the_engine_dropped_them_are_still_the_nodes_asked_for():
+    """The nodes asked about are marked by slot; when the engine has dropped what it knew of the
+    candidates made for them, their slots are worked out again from those marks, in name order. The
+    view's slots are out of name order here (nodes listed shuffled), as on a cluster that grew."""
+    items = CLUSTER["items"]
+    nodes = [node_from_k8s(o) for o in items if o["kind"] == "Node"]
+    random.Random(2).shuffle(nodes)
+    pods = [pod_from_k8s(o) for o in items if o["kind"] == "Pod"]
+    view, fresh = ClusterView(nodes, pods), ClusterView(nodes, pods)
+    pipeline = _pipeline("default")
+    # In a namespace of its own: no node is set aside to spread it, thousands of candidates are scored.
+    new = msgspec.structs.replace(pod_from_k8s(SCENARIOS["allocator"].pod), namespace="alone")
+    names = view.node_names()
+    asked = random.Random(3).sample(names, len(names) - 9)
+    again = random.Random(4).sample(asked, len(asked))  # the same nodes in another order
+    # (the per-node results are listed as asked: each order has its own expected bytes)
+    expected = [decision_bytes(decide(new, fresh, pipeline, candidates=a, seed=6)) for a in (asked, again)]
+    assert decision_bytes(decide(new, view, pipeline, candidates=asked, seed=6)) == expected[0]
+    for i in range(slots_module.KNOWN_AT_MOST + 1):  # other work: the candidates' dicts are dropped
+        known({n: view.state(n) for n in names[i % 7 :]})
+    assert decision_bytes(decide(new, view, pipeline, candidates=again, seed=6)) == expected[1]
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 39), st.integers(0, 199)), max_size=40))
 def test_a_node_column_keeps_its_extremes_and_array_true_through_changes(changes):

@@ -218,19 +218,20 @@ def _candidates(
     except KeyError:
         slots = np.fromiter((index[n] for n in names if n in index), np.intp)
         unknown_names = list(dict.fromkeys(n for n in names if n not in index))
-    # The nodes asked about, marked in name order: the same nodes in any order give the same marks (a
-    # node named twice is marked once), and the marked places are the candidates' ranks, in order.
+    # The nodes asked about, marked by slot: the same nodes in any order give the same marks (a node
+    # named twice is marked once). Marked by slot, not by name order: the slots come in the order
+    # of the request, and looking each one's rank up would read a table at random.
     marks = np.zeros(len(layout.names), dtype=bool)
-    marks[layout.rank[slots]] = True
+    marks[slots] = True
     key = (np.packbits(marks).tobytes(), tuple(unknown_names))
     recent: list[tuple[tuple, Candidates, dict[str, Reason]]] = view.node_memo(CANDIDATES_MEMO, list)
     for i, (asked, cands, unknown) in enumerate(recent):
         if asked == key:
             recent.insert(0, recent.pop(i))
             if not is_known(cands):  # dropped from what the engine keeps since: its slots again
-                known(cands, slots=(layout, layout.by_rank[np.flatnonzero(marks)]))
+                known(cands, slots=(layout, layout.by_rank[np.flatnonzero(marks[layout.by_rank])]))
             return cands, unknown
-    ranks = np.flatnonzero(marks)
+    ranks = np.flatnonzero(marks[layout.by_rank])  # the candidates' places in name order
     sorted_names, states = view.sorted_names(), view.states_by_name()
     picked = list(map(sorted_names.__getitem__, ranks.tolist()))
     cands = dict(zip(picked, map(states.__getitem__, picked), strict=True))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
-from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -55,8 +54,10 @@ def _info(cands: Mapping[str, Any]) -> _Known | None:
     info = _known.get(id(cands))
     if info is None:
         return None
-    with suppress(KeyError):  # another thread dropped it meanwhile
+    try:  # noqa: SIM105 - contextlib.suppress is a context manager per lookup, on every step's path
         _known.move_to_end(id(cands))
+    except KeyError:  # another thread dropped it meanwhile
+        pass
     return info if info.cands is cands else None
 
 
