@@ -44,6 +44,9 @@ class Setup:
     _by_annotation: dict[str, dict[str, float]] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
+    # The defaults' ratios as a trace shows them ("cpu 1, ram 1, disk 1"), and as a hashable key.
+    ratios_text: str = field(init=False, repr=False, compare=False)
+    ratios_key: tuple[tuple[str, float], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         d = self.config.defaults
@@ -53,6 +56,8 @@ class Setup:
             "disk": d.overprovision_ratio_disk,
         }
         object.__setattr__(self, "_defaults", ratios)
+        object.__setattr__(self, "ratios_text", ", ".join(f"{k} {v:g}" for k, v in ratios.items()))
+        object.__setattr__(self, "ratios_key", tuple(sorted(ratios.items())))
 
     @property
     def defaults(self) -> Defaults:
@@ -192,7 +197,7 @@ def unreserved_column(ctx: PodContext, setup: Setup, resource: str) -> NodeColum
     if not setup.override:
         return None
     ratios = setup.default_ratios()
-    key = ("alloc/unreserved", resource, tuple(sorted(ratios.items())))
+    key = ("alloc/unreserved", resource, setup.ratios_key)
     return ctx.view.column(key, lambda state: unreserved(_node_use(state, None), ratios, resource))
 
 

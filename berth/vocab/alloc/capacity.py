@@ -233,7 +233,7 @@ class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
 
     def prepare(self, ctx: PodContext) -> Any:
         if self.setup.override:
-            ratios = ", ".join(f"{k} {v:g}" for k, v in self.setup.default_ratios().items())
+            ratios = self.setup.ratios_text
             return skip(f"override-overprovisioning is in force: every node and pod use {ratios}")
         package = request(ctx).package
         if package is None:

@@ -77,7 +77,7 @@ class OverrideOverprovisioning(AllocStep, NodeFilter):
                 "disable_override_overprovisioning is true: nodes use their berth.dev/overprovision-ratios "
                 "annotation (else the defaults) and pods their package's ratios"
             )
-        ratios = ", ".join(f"{k} {v:g}" for k, v in self.setup.default_ratios().items())
+        ratios = self.setup.ratios_text
         return skip(f"computes only, every node kept: every node and pod use the ratios {ratios}")
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:  # pragma: no cover
