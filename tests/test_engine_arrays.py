@@ -260,6 +260,35 @@ def test_the_candidates_of_a_long_running_burst_are_found_once_however_many_dict
     assert len(lookups) <= 1
 
 
+def test_a_decision_read_after_later_decisions_shows_the_scores_it_was_made_with():
+    """A score column's weighted parts are worked out into a scratch array to be totalled and made
+    for good only when read: a decision read after others were made (an explain, a simulate's
+    detail) shows its own parts, and they add up to its own scores."""
+    items = CLUSTER["items"]
+    view = ClusterView(
+        [node_from_k8s(o) for o in items if o["kind"] == "Node"],
+        [pod_from_k8s(o) for o in items if o["kind"] == "Pod"],
+    )
+    pipeline = _pipeline("default")
+    base = msgspec.structs.replace(pod_from_k8s(SCENARIOS["allocator"].pod), namespace="alone")
+    pods = [
+        msgspec.structs.replace(base, name=f"{base.name}-{i}", uid=f"{base.uid[:-6]}{i:06d}") for i in (1, 2)
+    ]
+    first = decide(pods[0], view, pipeline, seed=1)
+    at_once = decision_bytes(decide(pods[0], view, pipeline, seed=1))
+    decide(pods[1], view, pipeline, seed=2)  # other totals through the same scratch array
+    assert decision_bytes(first) == at_once
+    scorers = [s for s in pipeline.step_names if "/score-" in s]
+    scored = [n for n in first.nodes if n.candidate]
+    assert len(scored) > 100 and scorers
+    for node in scored:
+        total = 0.0
+        for step in pipeline.step_names:
+            if step in node.parts:
+                total += node.parts[step].weighted
+        assert round(total, 6) == node.score
+
+
 def test_candidates_found_again_once_the_engine_dropped_them_are_still_the_nodes_asked_for():
     """The nodes asked about are marked by slot; when the engine has dropped what it knew of the
     candidates made for them, their slots are worked out again from those marks, in name order. The

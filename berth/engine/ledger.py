@@ -17,6 +17,7 @@ has always had; nothing about them depends on whether they were read.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import filterfalse, repeat
@@ -215,6 +216,8 @@ class ScoreColumn(Column):
         self.weight = weight
         self._normalised: list[float] | None = None
         self._index: dict[str, int] | None = None
+        # The weighted parts: a list for list raws; for an array, made when first read (None until).
+        self._weighted: list[float] | np.ndarray | None = None
         if isinstance(raws, np.ndarray):
             self._scale_array(raws, weight)
             return
@@ -224,7 +227,6 @@ class ScoreColumn(Column):
         # The same operations as normalised, then weighted, in one pass of C-level maps (the
         # normalised values are only read by traces): weight x ((raw - low) / span), or
         # -weight x (1 - (raw - low) / span) for a negative weight.
-        self._weighted: list[float] | np.ndarray
         if not span:
             self._weighted = [weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0)] * len(raws)
         else:
@@ -235,24 +237,44 @@ class ScoreColumn(Column):
                 self._weighted = list(map(mul, repeat(-weight), map(sub, repeat(1.0), normalised)))
 
     def _scale_array(self, raws: np.ndarray, weight: float) -> None:
+        # Only the extremes here: the weighted array is made when read, or added into the totals
+        # through a scratch array (Ledger.total_array), so that a decision does not hold one more
+        # array per scorer (five of 3600 floats each push its arrays out of the level-2 cache).
+        self._weighted = None
         if not len(raws):
             self.low = self.span = 0.0
             self._weighted = raws
             return
         self.low = _first_extreme(raws, float(raws.min()))
         self.span = _first_extreme(raws, float(raws.max())) - self.low
-        low, span = self.low, self.span
+
+    def _weigh(self, out: np.ndarray) -> np.ndarray:
+        """The weighted parts, written into `out` (as long as the raws): weight x ((raw - low) / span),
+        or -weight x (1 - (raw - low) / span), the same operations in the same order as on a list (a
+        product is the same either way round)."""
+        low, span, weight = self.low, self.span, self.weight
         if not span:
-            self._weighted = np.full(len(raws), weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0))
-            return
-        # weight x ((raw - low) / span), or -weight x (1 - (raw - low) / span), in one array: the same
-        # operations in the same order as on a list (a product is the same either way round).
-        weighted = np.subtract(raws, low)
-        np.divide(weighted, span, out=weighted)
+            out.fill(weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0))
+            return out
+        np.subtract(self.raws, low, out=out)
+        np.divide(out, span, out=out)
         if weight < 0:
-            np.subtract(1.0, weighted, out=weighted)
-        np.multiply(weighted, weight if weight >= 0 else -weight, out=weighted)
-        self._weighted = weighted
+            np.subtract(1.0, out, out=out)
+        np.multiply(out, weight if weight >= 0 else -weight, out=out)
+        return out
+
+    def weighted_array(self) -> np.ndarray:
+        """The weighted parts of an array column, made once when first read."""
+        if self._weighted is None:
+            self._weighted = self._weigh(np.empty(len(self.raws)))
+        return self._weighted  # type: ignore[return-value]
+
+    def add_weighted(self, total: np.ndarray, scratch: np.ndarray) -> None:
+        """total += the weighted parts, elementwise (an array column over the same candidates)."""
+        if self._weighted is not None:
+            np.add(total, self._weighted, out=total)
+        else:
+            np.add(total, self._weigh(scratch), out=total)
 
     @property
     def normalised(self) -> list[float]:
@@ -272,10 +294,11 @@ class ScoreColumn(Column):
     def __getitem__(self, name: str) -> ScorePart:
         i = self._position(name)
         if isinstance(self.raws, np.ndarray):
+            weighted = self.weighted_array()
             return ScorePart(
-                raw=float(self.raws[i]), normalised=self.normalised[i], weighted=float(self._weighted[i])
+                raw=float(self.raws[i]), normalised=self.normalised[i], weighted=float(weighted[i])
             )
-        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])
+        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])  # type: ignore[index]
 
     def __contains__(self, name: object) -> bool:
         return name in self.among
@@ -288,12 +311,13 @@ class ScoreColumn(Column):
 
     @property
     def is_array(self) -> bool:
-        return isinstance(self._weighted, np.ndarray)
+        return isinstance(self.raws, np.ndarray)
 
     def weighted_for(self, names: Sequence[str]) -> list[float] | np.ndarray:  # type: ignore[override]
+        weighted = self.weighted_array() if self.is_array else self._weighted
         if len(names) == len(self.among):  # the same nodes, in the same order: nothing was removed since
-            return self._weighted
-        weighted = self._weighted.tolist() if isinstance(self._weighted, np.ndarray) else self._weighted
+            return weighted
+        weighted = weighted.tolist() if isinstance(weighted, np.ndarray) else weighted
         by_name = dict(zip(self.among, weighted, strict=True))
         picked = [by_name[n] for n in names]
         return np.array(picked, dtype=np.float64) if self.is_array else picked
@@ -302,6 +326,18 @@ class ScoreColumn(Column):
         if isinstance(self.raws, np.ndarray):
             return _first_extreme(self.raws, float(self.raws.max())) if len(self.raws) else 0
         return max(self.raws, default=0)
+
+
+_local = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """A float64 array of `n` to write into and read at once, the same memory every time (one per
+    thread): it stays in the cache, where a new array per use would not."""
+    held = getattr(_local, "scratch", None)
+    if held is None or len(held) < n:
+        held = _local.scratch = np.empty(max(n, 1024))
+    return held[:n]
 
 
 def _first_extreme(values: np.ndarray, extreme: float) -> float:
@@ -419,9 +455,14 @@ class Ledger:
             if not any(isinstance(c, ScoreColumn) and c.is_array for c in self.columns):
                 return None
             total = np.zeros(len(self.kept))
+            scratch: np.ndarray | None = None
             for column in self.columns:
                 if isinstance(column, TierColumn):  # every node kept has the tier's best value
                     np.add(total, column.best, out=total)
+                elif len(column) == len(self.kept) and isinstance(column, ScoreColumn) and column.is_array:
+                    if scratch is None:
+                        scratch = _scratch(len(total))
+                    column.add_weighted(total, scratch)
                 elif len(column) == len(self.kept):  # the same nodes: nothing was removed since
                     np.add(total, column.weighted_for(self.kept), out=total)
                 else:
