@@ -240,7 +240,6 @@ class ScoreColumn(Column):
         # Only the extremes here: the weighted array is made when read, or added into the totals
         # through a scratch array (Ledger.total_array), so that a decision does not hold one more
         # array per scorer (five of 3600 floats each push its arrays out of the level-2 cache).
-        self._weighted = None
         if not len(raws):
             self.low = self.span = 0.0
             self._weighted = raws
