@@ -9,10 +9,12 @@ removed.
 
 from __future__ import annotations
 
+import importlib
 import random
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,11 +28,14 @@ from berth.engine import decide
 from berth.engine import draws as draws_module
 from berth.engine import slots as slots_module
 from berth.engine.draws import ARRAY_FROM, Seeded, random_draws
+from berth.engine.ledger import ScoreColumn
 from berth.engine.slots import Remaining, known, remaining, slots_of, without
 from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import parse_config
 
 CLUSTER = generate(Size("arrays", 160, 1600), seed=3)
+# The module, not the function berth.engine exports under the same name.
+decide_module = importlib.import_module("berth.engine.decide")
 SCENARIOS = {s.name: s for s in scenarios()}
 
 
@@ -377,3 +382,60 @@ def test_deciding_over_every_node_is_deciding_over_every_node_named():
             named = decide(new, view, _pipeline("default"), candidates=view.node_names(), seed=seed)
             assert decision_bytes(every) == decision_bytes(named)
             assert [n.name for n in every.nodes] == view.node_names()
+
+
+# Values that make the extremes and ties hard: zeros of both signs, repeats, values a rounding apart.
+_raw_values = st.lists(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, 1e-7, 3.0000001, 3.0, 1e9]) | st.floats(-1e6, 1e6),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_raw_values, st.sampled_from([1.0, -1.0, 0.5, -2.0, 0.0]))
+def test_an_array_column_scales_and_weighs_as_the_list_column_does_to_the_last_bit(raws, weight):
+    """A scorer's raws as a list or as an array give the same extremes (the first of equal values,
+    as min() and max() give them, which for a zero decides its sign) and the same parts, bit for bit."""
+    among = {f"n{i:03d}": None for i in range(len(raws))}
+    listed = ScoreColumn("s", among, list(raws), weight)
+    array = ScoreColumn("s", among, np.array(raws, dtype=np.float64), weight)
+    assert (listed.low.hex(), float(listed.span).hex()) == (array.low.hex(), float(array.span).hex())
+    assert [float(w).hex() for w in listed.weighted_for(list(among))] == [
+        float(w).hex() for w in array.weighted_for(list(among))
+    ]
+    assert float(array.highest_raw()).hex() == float(listed.highest_raw()).hex()
+
+
+class _Names:
+    """What the ranking reads of a view: its size and its node names sorted."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def sorted_names(self) -> list[str]:
+        return self.names
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([0.0, 1.0, 2.0, 2.0000001, 2.000004, 3.5, 3.5000049, 7.0]), min_size=1, max_size=80
+    )
+)
+def test_the_ranking_over_an_array_of_totals_is_the_ranking_over_the_list(totals):
+    """The highest rounded score, the candidates tied at it and the best few are the same whether the
+    totals come as an array (counted and partitioned) or as a list (compared one by one)."""
+    names = [f"n{i:03d}" for i in range(len(totals))]
+    view = _Names(names)
+    kept = dict.fromkeys(names)
+    from_list = decide_module._tied(view, kept, names, list(totals))
+    from_array = decide_module._tied(view, kept, names, np.array(totals))
+    assert from_array == from_list
+    best, tied = from_list
+    assert decide_module._ranked(names, np.array(totals), tied, best, 6) == decide_module._ranked(
+        names, list(totals), tied, best, 6
+    )

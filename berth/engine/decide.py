@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -248,7 +249,12 @@ def _tied(
 ) -> tuple[float, list[str]]:
     """The highest rounded score, and the candidates that have it sorted by name."""
     if isinstance(totals, np.ndarray):
-        top, lowest = float(totals.max()), float(totals.min())
+        highest = int(totals.argmax())
+        top = float(totals[highest])
+        near = int(np.count_nonzero(totals >= top - ROUNDING_MARGIN))
+        if near == 1:  # no other candidate can round to the highest score: counted, not listed
+            return round(top, 6), [names[highest]]
+        lowest = float(totals.min()) if near == len(totals) else -math.inf
     else:
         top, lowest = max(totals), min(totals)
     best = round(top, 6)
@@ -263,7 +269,7 @@ def _near(
 ) -> Iterable[tuple[str, float]]:
     """(name, total) of the candidates whose total is at least `floor`, in candidate order."""
     if isinstance(totals, np.ndarray):
-        at = np.flatnonzero(totals >= floor)
+        at = (totals >= floor).nonzero()[0]
         return zip(map(names.__getitem__, at.tolist()), totals[at].tolist(), strict=True)
     return compress(zip(names, totals, strict=True), map(floor.__le__, totals))
 

@@ -240,12 +240,15 @@ class ScoreColumn(Column):
         # Only the extremes here: the weighted array is made when read, or added into the totals
         # through a scratch array (Ledger.total_array), so that a decision does not hold one more
         # array per scorer (five of 3600 floats each push its arrays out of the level-2 cache).
+        # The extremes as Python's min() and max() find them: the first of equal values, which for a
+        # zero decides its sign. argmin and argmax keep the first, and cost less than min and max
+        # (those go through numpy's Python-level reduction wrapper).
         if not len(raws):
             self.low = self.span = 0.0
             self._weighted = raws
             return
-        self.low = _first_extreme(raws, float(raws.min()))
-        self.span = _first_extreme(raws, float(raws.max())) - self.low
+        self.low = float(raws[raws.argmin()])
+        self.span = float(raws[raws.argmax()]) - self.low
 
     def _weigh(self, out: np.ndarray) -> np.ndarray:
         """The weighted parts, written into `out` (as long as the raws): weight x ((raw - low) / span),
@@ -323,7 +326,7 @@ class ScoreColumn(Column):
 
     def highest_raw(self) -> float:
         if isinstance(self.raws, np.ndarray):
-            return _first_extreme(self.raws, float(self.raws.max())) if len(self.raws) else 0
+            return float(self.raws[self.raws.argmax()]) if len(self.raws) else 0
         return max(self.raws, default=0)
 
 
@@ -337,14 +340,6 @@ def _scratch(n: int) -> np.ndarray:
     if held is None or len(held) < n:
         held = _local.scratch = np.empty(max(n, 1024))
     return held[:n]
-
-
-def _first_extreme(values: np.ndarray, extreme: float) -> float:
-    """`extreme` (the array's min or max) as Python's min() and max() give it: the first of the equal
-    values, which for a zero decides its sign."""
-    if extreme == 0.0:
-        return float(values[np.flatnonzero(values == 0.0)[0]])
-    return extreme
 
 
 class TierColumn(Column):
