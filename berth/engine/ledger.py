@@ -228,7 +228,7 @@ class ScoreColumn(Column):
         # normalised values are only read by traces): weight x ((raw - low) / span), or
         # -weight x (1 - (raw - low) / span) for a negative weight.
         if not span:
-            self._weighted = [weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0)] * len(raws)
+            self._weighted = [_flat_part(weight)] * len(raws)
         else:
             normalised = map(truediv, map(sub, raws, repeat(low)), repeat(span))
             if weight >= 0:
@@ -256,7 +256,7 @@ class ScoreColumn(Column):
         product is the same either way round)."""
         low, span, weight = self.low, self.span, self.weight
         if not span:
-            out.fill(weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0))
+            out.fill(_flat_part(weight))
             return out
         np.subtract(self.raws, low, out=out)
         np.divide(out, span, out=out)
@@ -328,6 +328,11 @@ class ScoreColumn(Column):
         if isinstance(self.raws, np.ndarray):
             return float(self.raws[self.raws.argmax()]) if len(self.raws) else 0
         return max(self.raws, default=0)
+
+
+def _flat_part(weight: float) -> float:
+    """Every node's part when all raws are equal (each normalises to 0), as the formula gives it."""
+    return weight * 0.0 if weight >= 0 else -weight * (1.0 - 0.0)
 
 
 _local = threading.local()
