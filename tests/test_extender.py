@@ -247,6 +247,13 @@ def test_bind_records_had_no_choice_when_one_node_passed_the_hard_filters(serve)
     assert client.records[0]["noChoice"] is True and client.records[0]["feasible"] == 1
 
 
+def _binds(client) -> dict[str, float]:
+    """berth_binds_total by outcome, as /metrics shows it."""
+    prefix = 'berth_binds_total{outcome="'
+    lines = [x for x in client.get("/metrics").text.splitlines() if x.startswith(prefix)]
+    return {x[len(prefix) :].split('"')[0]: float(x.rsplit(" ", 1)[1]) for x in lines}
+
+
 def _bind(client, name, uid, node_name):
     body = {"PodName": name, "PodNamespace": "default", "PodUID": uid, "Node": node_name}
     return client.post("/bind", json=body).json()
@@ -260,7 +267,7 @@ def test_bind_confirms_without_deciding_again_when_nothing_the_decision_read_has
     # A pod placed on the other node meanwhile does not concern this decision.
     client.cluster.view.add_pod(pod_from_k8s(pod("x", node=other, tags=["web"], uid="ux")))
     assert _bind(client, "p", "u", chosen) == {"Error": ""}
-    assert client.app.state.placer.fast_binds == 1
+    assert _binds(client) == {"confirmed": 1, "rechecked": 0, "refused": 0, "failed": 0}
 
 
 def test_bind_decides_again_and_refuses_when_the_chosen_node_changed_since_filter(serve):
@@ -274,7 +281,7 @@ def test_bind_decides_again_and_refuses_when_the_chosen_node_changed_since_filte
     assert error.startswith(f"berth: {chosen} no longer fits default/p: ")
     assert "require_without_tag" in error
     assert client.bound == []
-    assert client.app.state.placer.fast_binds == 0
+    assert _binds(client) == {"confirmed": 0, "rechecked": 0, "refused": 1, "failed": 0}
 
 
 def test_bind_decides_again_when_a_policy_changed_since_filter(serve):
@@ -292,7 +299,7 @@ def test_bind_decides_again_when_a_policy_changed_since_filter(serve):
         }
     )
     assert "no longer fits" in _bind(client, "p", "u", chosen)["Error"]
-    assert client.app.state.placer.fast_binds == 0
+    assert _binds(client)["refused"] == 1 and _binds(client)["confirmed"] == 0
 
 
 @pytest.mark.parametrize(
@@ -349,6 +356,16 @@ def test_bind_refuses_a_node_that_no_longer_fits_and_a_pod_it_has_never_seen(ser
     assert ("default/b", chosen) not in client.bound
     unknown = {"PodName": "ghost", "PodNamespace": "default", "PodUID": "ug", "Node": "n1"}
     assert "not in berth's cluster view" in client.post("/bind", json=unknown).json()["Error"]
+    # The second pod was filtered again after the first was placed beside it: decided again at bind.
+    assert _binds(client) == {"confirmed": 1, "rechecked": 0, "refused": 2, "failed": 0}
+
+
+def test_a_bind_with_no_decision_of_its_own_is_decided_again_for_its_node_and_counted_so(serve):
+    # A pod berth's view holds but never filtered (an extender restart between filter and bind).
+    client = serve(node("n1"), node("n2"), pod("p", uid="u"))
+    assert _bind(client, "p", "u", "n2") == {"Error": ""}
+    assert client.bound == [("default/p", "n2")]
+    assert _binds(client) == {"confirmed": 0, "rechecked": 1, "refused": 0, "failed": 0}
 
 
 def test_while_the_cache_is_not_synced_filter_and_bind_fail_closed_and_readyz_says_so(serve):
@@ -391,6 +408,7 @@ def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surel
     )
     assert "404 pods not found" in response.json()["Error"]
     assert client.cluster.view.pod("default/p").node_name == ""  # refused for sure: released
+    assert _binds(client) == {"confirmed": 0, "rechecked": 0, "refused": 0, "failed": 2}
 
 
 def test_a_pod_filtered_again_moves_its_reservation_and_is_never_counted_twice(serve):

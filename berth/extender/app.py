@@ -28,7 +28,7 @@ from prometheus_client import (
 from berth import __version__
 from berth.errors import BerthError
 from berth.extender import openapi, wire
-from berth.extender.placer import Placer
+from berth.extender.placer import BIND_OUTCOMES, Placer
 
 log = logging.getLogger("berth.extender")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 5000 full Node objects fit; anything larger is refused
@@ -54,6 +54,16 @@ class Metrics:
         self.decisions = Counter(
             "berth_decisions_total", "Decisions made, by outcome.", ["outcome"], registry=self.registry
         )
+        self.binds = Counter(
+            "berth_binds_total",
+            "Binds by outcome: confirmed (nothing changed since filter), rechecked (decided again for "
+            "the node, then bound), refused (not bound; the scheduler tries the pod again), failed (the "
+            "Binding write failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in BIND_OUTCOMES:
+            self.binds.labels(outcome)
         self.names = Counter(
             "berth_filter_node_names_total",
             "Filter calls by how their node names were read: found from the bytes, or decoded.",
@@ -186,6 +196,7 @@ def create_app(placer: Placer) -> HotVerbs:
     app = FastAPI(title="berth extender", version=__version__)
     metrics = Metrics(placer)
     placer.observe = lambda outcome: metrics.decisions.labels(outcome).inc()
+    placer.observe_bind = lambda outcome: metrics.binds.labels(outcome).inc()
     placer.read_names = lambda how: metrics.names.labels(how).inc()
     app.state.placer = placer
     app.state.metrics = metrics

@@ -41,6 +41,10 @@ RECORD_ANNOTATION = "berth.dev/placement"
 FIND_FROM_NAMES = 1200
 NOT_READY = "berth: the cluster cache is not synced yet; the pod will be retried"
 REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
+# How a bind ended: bound as decided at filter with nothing changed since (confirmed) or after deciding
+# again for the node (rechecked); refused (the node no longer fits, the pod is unknown, the cache is not
+# synced); or the Binding write failed.
+BIND_OUTCOMES = ("confirmed", "rechecked", "refused", "failed")
 
 
 class Cluster(Protocol):
@@ -83,6 +87,7 @@ class Placer:
         binder: Binder,
         recorder: Recorder,
         observe: Callable[[str], None] = lambda outcome: None,
+        observe_bind: Callable[[str], None] = lambda outcome: None,
         placement_events: Iterable[str] = (),
         digest: str = "",
     ) -> None:
@@ -92,10 +97,12 @@ class Placer:
         self.binder = binder
         self.recorder = recorder
         self.observe = observe
+        # bind's outcome (BIND_OUTCOMES): a bind checked again, refused or failed costs the pod another
+        # scheduling cycle, or says that something raced the decision.
+        self.observe_bind = observe_bind
         self.placement_events = frozenset(placement_events)
         self.digest = digest or online.digest
         self._decisions: OrderedDict[str, Remembered] = OrderedDict()
-        self.fast_binds = 0  # binds confirmed without deciding again (nothing had changed)
         self.read_names: Callable[[str], None] = lambda how: None  # "bytes" or "decoded", per filter
         self._refusals: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
@@ -235,14 +242,16 @@ class Placer:
     async def bind(self, args: wire.ExtenderBindingArgs) -> wire.ExtenderBindingResult:
         key = f"{args.pod_namespace}/{args.pod_name}"
         if not self.cluster.ready():
+            self.observe_bind("refused")
             return wire.ExtenderBindingResult(error=NOT_READY)
         remembered = self._recall(args.pod_uid, key)
         pod = remembered.pod if remembered else self.cluster.view.pod(key)
         if pod is None:
             # Nothing to check the rules against: refuse, and the scheduler tries again later.
+            self.observe_bind("refused")
             return wire.ExtenderBindingResult(error=f"berth: {key} is not in berth's cluster view yet")
         if remembered is not None and self._unchanged(remembered, args.node):
-            self.fast_binds += 1
+            outcome = "confirmed"
             decision = remembered.decision
         else:
             # Something the decision read has changed (a placement that raced this one, an extender
@@ -251,9 +260,11 @@ class Placer:
             check = decide(pod, self.cluster.view, self.online, candidates=[args.node], seed=seed_for(pod))
             if check.error is not None:
                 self.cluster.release(pod)
+                self.observe_bind("refused")
                 return wire.ExtenderBindingResult(
                     error=f"berth: {args.node} no longer fits {key}: {check.error.message}"
                 )
+            outcome = "rechecked"
             decision = remembered.decision if remembered else check
         try:
             await self.binder(
@@ -267,8 +278,10 @@ class Placer:
             # it really is, or the API server says it is not bound. Releasing it could let the next
             # pod share the node.
             detail = exc.message if isinstance(exc, BerthError) else f"{type(exc).__name__}: {exc}"
+            self.observe_bind("failed")
             return wire.ExtenderBindingResult(error=f"berth: binding {key} to {args.node} failed: {detail}")
         self.cluster.reserve(pod, args.node)
+        self.observe_bind(outcome)
         if self.placement_events:
             events = placement_events(decision, args.node, self.placement_events)
             if events:
