@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,18 @@ sys.path.insert(0, str(ROOT / "e2e"))
 from controlplane import ControlPlane, free_port  # noqa: E402
 
 HEADERS = ["scenario", "scheduler", "rule", "pods", "bound", "pods/s", "first to last s", "start to last s"]
-CPU_HEADERS = ["scenario", "scheduler", "kube-scheduler", "berth serve", "kube-apiserver", "etcd", "total"]
+CPU_HEADERS = [
+    "scenario",
+    "scheduler",
+    "kube-scheduler",
+    "berth serve",
+    "kube-apiserver",
+    "etcd",
+    "total",
+    "attempts/pod",
+    "berth binds (confirmed/rechecked/refused/failed)",
+]
+BIND_OUTCOMES = ("confirmed", "rechecked", "refused", "failed")
 RATIO_HEADERS = ["scenario", "berth pods/s", "kube-scheduler pods/s", "ratio"]
 GROUP_LABEL = "bench.berth.dev/group"
 CONCURRENCY = 32
@@ -206,12 +218,44 @@ async def scheduled(
         bound = await watcher
         used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
         used["kube-scheduler"] = cpu_seconds(proc.pid)
+        attempts = await asyncio.to_thread(scheduler_attempts, proc)
     finally:
         await asyncio.to_thread(_stop, proc)
     times = sorted(bound.values())
     first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
     rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
-    return times, used, rate, first_to_last
+    return times, used, rate, first_to_last, attempts
+
+
+def _scrape(url: str, prefix: str, context: ssl.SSLContext | None = None) -> dict[str, float]:
+    """The samples of a Prometheus text page whose name starts with `prefix`, by their full name with
+    labels (empty when the page cannot be read)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=context) as response:
+            lines = response.read().decode().splitlines()
+    except OSError:
+        return {}
+    return {
+        name: float(value)
+        for line in lines
+        if line.startswith(prefix)
+        for name, _, value in [line.rpartition(" ")]
+    }
+
+
+def scheduler_attempts(proc: subprocess.Popen) -> dict[str, float]:
+    """kube-scheduler's scheduling attempts so far by result (scheduled, unschedulable, error), from
+    its /metrics on the secure port it was started with."""
+    port = next((a.split("=", 1)[1] for a in proc.args if a.startswith("--secure-port=")), "0")
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    samples = _scrape(f"https://127.0.0.1:{port}/metrics", "scheduler_schedule_attempts_total{", insecure)
+    out: dict[str, float] = {}
+    for name, value in samples.items():
+        result = name.split('result="', 1)[1].split('"', 1)[0] if 'result="' in name else "?"
+        out[result] = out.get(result, 0.0) + value
+    return out
 
 
 async def one_run(
@@ -223,6 +267,7 @@ async def one_run(
     pods: int,
     timeout: float,
     processes: dict[str, int],
+    counts: Callable[[], dict[str, float]],
 ) -> tuple[list[Any], list[Any]]:
     scenario, scheduler, rule = run
     namespace = f"bench-{index}-{scenario}"
@@ -232,9 +277,11 @@ async def one_run(
     bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % groups}", rule) for i in range(pods)]
     await api.each([("POST", f"/api/v1/namespaces/{namespace}/pods", b, False) for b in bodies])
     started = time.monotonic()
-    times, used, rate, first_to_last = await scheduled(
+    binds_before = await asyncio.to_thread(counts)
+    times, used, rate, first_to_last, attempts = await scheduled(
         api, start_scheduler, scheduler, namespace, pods, timeout, processes
     )
+    binds = _binds(scheduler, binds_before, await asyncio.to_thread(counts))
     start_to_last = times[-1] - started if times else math.nan
     await api.call(
         "DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", {"gracePeriodSeconds": 0}
@@ -244,7 +291,19 @@ async def one_run(
     )
     per_pod = [used[k] / pods * 1000 for k in ("kube-scheduler", "berth serve", "kube-apiserver", "etcd")]
     row = [scenario, scheduler, rule, pods, len(times), rate, first_to_last, start_to_last]
-    return row, [scenario, scheduler, *per_pod, sum(per_pod)]
+    return row, [scenario, scheduler, *per_pod, sum(per_pod), _per_pod(attempts, pods), binds]
+
+
+def _per_pod(attempts: dict[str, float], pods: int) -> float:
+    """kube-scheduler's scheduling attempts per pod (1 when every pod was placed at its first)."""
+    return sum(attempts.values()) / pods if attempts else math.nan
+
+
+def _binds(scheduler: str, before: dict[str, float], after: dict[str, float]) -> str:
+    """berth serve's binds during a berth-scheduler run by outcome, as confirmed/rechecked/refused/failed."""
+    if scheduler != "berth-scheduler":
+        return "-"
+    return "/".join(f"{after.get(o, 0) - before.get(o, 0):.0f}" for o in BIND_OUTCOMES)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -336,6 +395,11 @@ class Harness:
         counts = [x for x in lines if x.startswith("berth_filter_node_names_total{")]
         return "node names " + (", ".join(counts) or "-")
 
+    def binds(self) -> dict[str, float]:
+        """berth serve's binds so far by outcome (confirmed, rechecked, refused, failed)."""
+        samples = _scrape(f"http://127.0.0.1:{self.port}/metrics", "berth_binds_total{")
+        return {name.split('"')[1]: value for name, value in samples.items()}
+
     async def prepare(self, api: Api, nodes: int) -> dict[str, int]:
         """Create the nodes, wait until berth sees them all; the pids whose CPU a run counts."""
         await create_nodes(api, nodes)
@@ -377,7 +441,7 @@ def run(
 
     async def work(api: Api, processes: dict[str, int]) -> list[Any]:
         return [
-            await one_run(api, harness.start_scheduler, r, i, nodes, pods, timeout, processes)
+            await one_run(api, harness.start_scheduler, r, i, nodes, pods, timeout, processes, harness.binds)
             for i, r in enumerate(runs)
         ]
 
@@ -406,6 +470,8 @@ SCALE_HEADERS = [
     "berth serve ms/pod",
     "kube-apiserver ms/pod",
     "etcd ms/pod",
+    "attempts/pod",
+    "berth binds (confirmed/rechecked/refused/failed)",
 ]
 SCALE_RATIO_HEADERS = ["nodes", "existing", "new", "berth pods/s", "kube-scheduler pods/s", "ratio"]
 SCALE_GROUPS = 50
@@ -457,7 +523,9 @@ async def scale_run(
     new: int,
     timeout: float,
     processes: dict[str, int],
+    counts: Callable[[], dict[str, float]],
 ) -> list[Any]:
+    """One scheduler's run; `counts` reads berth serve's bind outcomes so far."""
     scheduler, rule = run
     namespace = f"scale-{nodes}-{existing}-{scheduler}"
     await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -470,9 +538,11 @@ async def scale_run(
     # New pods: the same groups, each must avoid the nodes of its own group.
     bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
     await api.each([("POST", path, b, False) for b in bodies])
-    times, used, rate, _ = await scheduled(
+    binds_before = await asyncio.to_thread(counts)
+    times, used, rate, _, attempts = await scheduled(
         api, start_scheduler, scheduler, namespace, new, timeout, processes, prefix="p-"
     )
+    binds = _binds(scheduler, binds_before, await asyncio.to_thread(counts))
     pods: list[dict[str, Any]] = []
     params: dict[str, str] = {"limit": "5000"}
     while True:
@@ -499,12 +569,13 @@ async def scale_run(
         await asyncio.sleep(1)
     print(
         f"[bench] scale {nodes}/{existing}/{new} {scheduler}: {len(times)}/{new} bound, {rate:.1f} pods/s, "
-        f"{broken} violations",
+        f"{broken} violations, attempts {attempts}, berth binds {binds}",
         file=sys.stderr,
         flush=True,
     )
     per_pod = [used[k] / new * 1000 for k in ("kube-scheduler", "berth serve", "kube-apiserver", "etcd")]
-    return [nodes, existing, new, scheduler, rule, len(times), rate, broken, *per_pod]
+    tries = _per_pod(attempts, new)
+    return [nodes, existing, new, scheduler, rule, len(times), rate, broken, *per_pod, tries, binds]
 
 
 def scale(
@@ -531,7 +602,9 @@ def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[li
     async def work(api: Api, processes: dict[str, int]) -> list[list[Any]]:
         sizes = {"nodes": nodes, "existing": existing, "new": new, "timeout": timeout}
         rows = [
-            await scale_run(api, harness.start_scheduler, run, processes=processes, **sizes)
+            await scale_run(
+                api, harness.start_scheduler, run, processes=processes, counts=harness.binds, **sizes
+            )
             for run in SCALE_RUNS
         ]
         print(f"[bench] scale {nodes}/{existing}: {harness.names_read()}", file=sys.stderr, flush=True)
