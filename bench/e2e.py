@@ -205,9 +205,11 @@ async def scheduled(
     *,
     prefix: str = "",
 ) -> tuple[list[float], dict[str, float], float, float]:
-    """Start the scheduler over the pods already created and stop it once `count` of them (named
-    `prefix`...) are bound: when each was bound, the CPU seconds each process used meanwhile
+    """Once the processes have settled after the pods' creation, start the scheduler over them and
+    stop it once `count` of them (named `prefix`...) are bound: when each was bound, the CPU seconds
+    each process used meanwhile
     (kube-scheduler's includes its start-up), pods/s from the first binding to the last, and that span."""
+    await settle(processes)
     listed = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
     since = listed["metadata"]["resourceVersion"]
     deadline = time.monotonic() + timeout
@@ -225,6 +227,21 @@ async def scheduled(
     first_to_last = times[-1] - times[0] if len(times) > 1 else math.nan
     rate = (len(times) - 1) / first_to_last if len(times) > 1 and first_to_last > 0 else math.nan
     return times, used, rate, first_to_last, attempts
+
+
+async def settle(processes: dict[str, int], *, idle: float = 0.05, within: float = 60.0) -> float:
+    """Wait until the processes together use less than `idle` of a core over half a second: berth
+    serve's watch may still be taking in thousands of pods just created, and that work belongs to
+    neither scheduler's run. Returns the seconds waited."""
+    start = time.monotonic()
+    last = sum(cpu_seconds(pid) for pid in processes.values())
+    while time.monotonic() - start < within:
+        await asyncio.sleep(0.5)
+        now = sum(cpu_seconds(pid) for pid in processes.values())
+        if now - last < idle * 0.5:
+            break
+        last = now
+    return time.monotonic() - start
 
 
 def _scrape(url: str, prefix: str, context: ssl.SSLContext | None = None) -> dict[str, float]:
