@@ -49,6 +49,8 @@ sys.path.insert(0, str(ROOT / "e2e"))
 
 from controlplane import ControlPlane, free_port  # noqa: E402
 
+from berth.extender.placer import BIND_OUTCOMES  # noqa: E402
+
 HEADERS = ["scenario", "scheduler", "rule", "pods", "bound", "pods/s", "first to last s", "start to last s"]
 CPU_HEADERS = [
     "scenario",
@@ -61,7 +63,8 @@ CPU_HEADERS = [
     "attempts/pod",
     "berth binds (confirmed/rechecked/refused/failed)",
 ]
-BIND_OUTCOMES = ("confirmed", "rechecked", "refused", "failed")
+# Under this key, scheduler_attempts gives the seconds kube-scheduler's cycles spent finding a node.
+ALGORITHM = "algorithm seconds"
 RATIO_HEADERS = ["scenario", "berth pods/s", "kube-scheduler pods/s", "ratio"]
 GROUP_LABEL = "bench.berth.dev/group"
 CONCURRENCY = 32
@@ -214,11 +217,11 @@ async def scheduled(
     processes: dict[str, int],
     *,
     prefix: str = "",
-) -> tuple[list[float], dict[str, float], float, float]:
+) -> tuple[list[float], dict[str, float], float, float, dict[str, float]]:
     """Once the processes have settled after the pods' creation, start the scheduler over them and
     stop it once `count` of them (named `prefix`...) are bound: when each was bound, the CPU seconds
-    each process used meanwhile
-    (kube-scheduler's includes its start-up), pods/s from the first binding to the last, and that span."""
+    each process used meanwhile (kube-scheduler's includes its start-up), pods/s from the first
+    binding to the last, that span, and kube-scheduler's attempts (scheduler_attempts)."""
     await settle(processes)
     listed = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
     since = listed["metadata"]["resourceVersion"]
@@ -272,7 +275,7 @@ def _scrape(url: str, prefix: str, context: ssl.SSLContext | None = None) -> dic
 
 def scheduler_attempts(proc: subprocess.Popen) -> dict[str, float]:
     """kube-scheduler's scheduling attempts so far by result (scheduled, unschedulable, error), and
-    under "algorithm seconds" the time its scheduling cycles spent finding a node (its own filters and
+    under ALGORITHM the time its scheduling cycles spent finding a node (its own filters and
     the extender's filter included), from its /metrics on the secure port it was started with."""
     port = next((a.split("=", 1)[1] for a in proc.args if a.startswith("--secure-port=")), "0")
     insecure = ssl.create_default_context()
@@ -288,9 +291,6 @@ def scheduler_attempts(proc: subprocess.Popen) -> dict[str, float]:
     if out and algorithm is not None:
         out[ALGORITHM] = algorithm
     return out
-
-
-ALGORITHM = "algorithm seconds"
 
 
 def _per_pod(attempts: dict[str, float], pods: int) -> float:
