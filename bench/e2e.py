@@ -242,10 +242,10 @@ async def scheduled(
     return times, used, rate, first_to_last, attempts
 
 
-async def settle(processes: dict[str, int], *, idle: float = 0.05, within: float = 60.0) -> float:
+async def settle(processes: dict[str, int], *, idle: float = 0.05, within: float = 60.0) -> None:
     """Wait until the processes together use less than `idle` of a core over half a second: berth
     serve's watch may still be taking in thousands of pods just created, and that work belongs to
-    neither scheduler's run. Returns the seconds waited."""
+    neither scheduler's run."""
     start = time.monotonic()
     last = sum(cpu_seconds(pid) for pid in processes.values())
     while time.monotonic() - start < within:
@@ -254,7 +254,6 @@ async def settle(processes: dict[str, int], *, idle: float = 0.05, within: float
         if now - last < idle * 0.5:
             break
         last = now
-    return time.monotonic() - start
 
 
 def _scrape(url: str, prefix: str, context: ssl.SSLContext | None = None) -> dict[str, float]:
@@ -433,10 +432,8 @@ class Harness:
 
     def names_read(self) -> str:
         """How berth serve read the filter calls' node names (from the bytes or decoded), from /metrics."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
-            lines = response.read().decode().splitlines()
-        counts = [x for x in lines if x.startswith("berth_filter_node_names_total{")]
-        return "node names " + (", ".join(counts) or "-")
+        counts = _scrape(f"http://127.0.0.1:{self.port}/metrics", "berth_filter_node_names_total{")
+        return "node names " + (", ".join(f"{name} {value}" for name, value in counts.items()) or "-")
 
     def binds(self) -> dict[str, float]:
         """berth serve's binds so far by outcome (confirmed, rechecked, refused, failed)."""

@@ -356,7 +356,7 @@ def test_bind_refuses_a_node_that_no_longer_fits_and_a_pod_it_has_never_seen(ser
     assert ("default/b", chosen) not in client.bound
     unknown = {"PodName": "ghost", "PodNamespace": "default", "PodUID": "ug", "Node": "n1"}
     assert "not in berth's cluster view" in client.post("/bind", json=unknown).json()["Error"]
-    # The second pod was filtered again after the first was placed beside it: decided again at bind.
+    # The second pod's bind (decided again for a node it no longer fits) and the unknown pod's: refused.
     assert _binds(client) == {"confirmed": 1, "rechecked": 0, "refused": 2, "failed": 0}
 
 

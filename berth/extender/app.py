@@ -63,7 +63,7 @@ class Metrics:
             registry=self.registry,
         )
         for outcome in BIND_OUTCOMES:
-            self.binds.labels(outcome)
+            self.binds.labels(outcome)  # shown at 0 before the first bind
         self.names = Counter(
             "berth_filter_node_names_total",
             "Filter calls by how their node names were read: found from the bytes, or decoded.",
@@ -196,7 +196,9 @@ def create_app(placer: Placer) -> HotVerbs:
     app = FastAPI(title="berth extender", version=__version__)
     metrics = Metrics(placer)
     placer.observe = lambda outcome: metrics.decisions.labels(outcome).inc()
-    placer.observe_bind = lambda outcome: metrics.binds.labels(outcome).inc()
+    # The labelled children looked up once, not once per bind.
+    binds = {outcome: metrics.binds.labels(outcome) for outcome in BIND_OUTCOMES}
+    placer.observe_bind = lambda outcome: binds[outcome].inc()
     placer.read_names = lambda how: metrics.names.labels(how).inc()
     app.state.placer = placer
     app.state.metrics = metrics
