@@ -4,8 +4,9 @@
 to 1.25 ms of CPU on the e2e control plane, three times what one write of the request and httptools
 parsing the answer cost (measured side by side, bench/RESULTS.md "The protocol's own cost, and the
 decision at 500 nodes"). So the hot writes skip the client framework: a request is one write of
-pre-joined bytes, and the answer is read by httptools, the parser uvicorn uses. Reads, lists and
-watches stay on aiohttp, which also serves any cluster reached through a proxy.
+pre-joined bytes, and the answer is read by httptools, the parser uvicorn uses. `Endpoint` says where
+these connections go; the watches use it too (berth.cluster.watchstream). Reads and lists stay on
+aiohttp, which also serves any cluster reached through a proxy.
 
 A connection is used for one request at a time and goes back to the idle pool when the answer says
 keep-alive. A connection that sat idle longer than the API server is likely to keep it is closed
@@ -19,11 +20,16 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httptools
 
 IDLE_SECONDS = 30.0  # kube-apiserver keeps idle connections for 90 s (Go's default is longer)
+
+
+_P = TypeVar("_P", bound=asyncio.Protocol)
 
 
 class TransportError(Exception):
@@ -90,8 +96,9 @@ class _Connection(asyncio.Protocol):
         return await self.waiter
 
 
-class KeepAlive:
-    """Requests with small bodies to one API server, over a pool of kept-alive connections."""
+class Endpoint:
+    """Where berth's own connections go: the API server's host, port, path prefix and TLS, from the
+    server URL of the credentials. ValueError for a URL these connections cannot reach."""
 
     def __init__(
         self,
@@ -100,7 +107,6 @@ class KeepAlive:
         *,
         server_hostname: str | None = None,
         user_agent: str = "berth",
-        timeout: float = 30.0,
     ) -> None:
         url = urlsplit(server)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -114,15 +120,33 @@ class KeepAlive:
                 raise ValueError(f"{server}: no TLS context")
             self.ssl = ssl_context
         self.server_hostname = server_hostname if self.ssl is not None else None
-        self.timeout = timeout
         self._head = f"Host: {url.netloc}\r\nUser-Agent: {user_agent}\r\n".encode()
+
+    def head(self, method: str, target: str, headers: dict[str, str]) -> bytes:
+        """A request's head up to its last header line (the caller ends it); `target` is the path
+        and query below the server URL."""
+        if not target.startswith("/"):
+            target = "/" + target
+        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return f"{method} {self.prefix}{target} HTTP/1.1\r\n".encode() + self._head + lines.encode()
+
+    async def connect(self, protocol: Callable[[], _P]) -> _P:
+        loop = asyncio.get_running_loop()
+        extra = {"server_hostname": self.server_hostname} if self.server_hostname else {}
+        _, conn = await loop.create_connection(protocol, self.host, self.port, ssl=self.ssl, **extra)
+        return conn
+
+
+class KeepAlive:
+    """Requests with small bodies to one API server, over a pool of kept-alive connections."""
+
+    def __init__(self, endpoint: Endpoint, *, timeout: float = 30.0) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
         self._idle: list[_Connection] = []
 
     async def _connect(self) -> _Connection:
-        loop = asyncio.get_running_loop()
-        extra = {"server_hostname": self.server_hostname} if self.server_hostname else {}
-        _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self.ssl, **extra)
-        return conn
+        return await self.endpoint.connect(_Connection)
 
     def _reused(self) -> _Connection | None:
         now = time.monotonic()
@@ -137,11 +161,7 @@ class KeepAlive:
         self, method: str, path: str, body: bytes, headers: dict[str, str]
     ) -> tuple[int, bytes]:
         """(status, body) of one request; TransportError when no complete answer came."""
-        if not path.startswith("/"):
-            path = "/" + path
-        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode() + self._head + lines.encode()
-        request = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        request = self.endpoint.head(method, path, headers) + b"Content-Length: %d\r\n\r\n" % len(body) + body
         conn: _Connection | None = None
         try:
             async with asyncio.timeout(self.timeout):

@@ -1,8 +1,9 @@
 """A small async client for the Kubernetes API: the strict point of cut-off between berth and the
 API server. Credentials come from berth.cluster.credentials (a kubeconfig as kubectl reads it, or the
-pod's service account); reads, lists and watches go through one aiohttp session, creates (a Binding
-per placed pod) over berth.cluster.keepalive's connections. Only what berth needs: get, list pages,
-watch lines, create."""
+pod's service account); reads and lists go through one aiohttp session, creates (a Binding per placed
+pod) over berth.cluster.keepalive's connections, and each watch on a connection of its own
+(berth.cluster.watchstream). A cluster reached through a proxy gets aiohttp for everything. Only what
+berth needs: get, list pages, watch lines, create."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
 
 from berth import __version__
 from berth.cluster.credentials import Credentials, load_credentials
-from berth.cluster.keepalive import KeepAlive, TransportError
+from berth.cluster.keepalive import Endpoint, KeepAlive, TransportError
+from berth.cluster.watchstream import WatchStream
 from berth.errors import BerthError
 
 __all__ = ["OPENED", "ApiError", "Credentials", "KubeClient", "load_credentials"]
@@ -65,20 +68,22 @@ class KubeClient:
         self._refreshing = asyncio.Lock()
         # A few requests at a time over kept-alive connections; the rest wait their turn here.
         self._slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
-        # The writes (a Binding per placed pod) on connections of their own, without the client
-        # framework's cost per request; a cluster behind a proxy is reached through aiohttp only.
+        # The writes (a Binding per placed pod) and the watches on connections of their own, without
+        # the client framework's cost per request or per event; a cluster behind a proxy is reached
+        # through aiohttp only.
+        self._endpoint: Endpoint | None = None
         self._writes: KeepAlive | None = None
-        # A server KeepAlive cannot reach (not http(s), no TLS context) is left to aiohttp, which
-        # also names any error.
+        # A server these connections cannot reach (not http(s), no TLS context) is left to aiohttp,
+        # which also names any error.
         if not creds.proxy:
             with contextlib.suppress(ValueError):
-                self._writes = KeepAlive(
+                self._endpoint = Endpoint(
                     creds.server,
                     creds.ssl_context,
                     server_hostname=creds.tls_server_name,
                     user_agent=f"berth/{__version__}",
-                    timeout=timeout,
                 )
+                self._writes = KeepAlive(self._endpoint, timeout=timeout)
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop that uses it.
@@ -206,9 +211,54 @@ class KubeClient:
         {"type": OPENED} once the server has accepted the watch. A server that sends no headers
         within `headers_within` seconds, or a stream silent for `idle` seconds, ends the watch with an
         ApiError, so a watch that an API server restart left hanging is noticed and restarted."""
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=headers_within, sock_read=idle)
         headers = await self._headers()
         query = _query(dict(params, watch="true"))
+        if self._endpoint is not None:
+            lines = self._own_watch(path, query, headers, idle=idle, headers_within=headers_within)
+        else:
+            lines = self._session_watch(path, query, headers, idle=idle, headers_within=headers_within)
+        async with contextlib.aclosing(lines):
+            async for line in lines:
+                # The empty line stands for the stream's opening: a watch's own lines are never empty.
+                yield orjson.loads(line) if line else {"type": OPENED}
+
+    async def _own_watch(
+        self,
+        path: str,
+        query: dict[str, str] | None,
+        headers: dict[str, str],
+        *,
+        idle: float,
+        headers_within: float,
+    ) -> AsyncIterator[bytes]:
+        assert self._endpoint is not None
+        target = path + ("?" + urlencode(query) if query else "")
+        try:
+            async with asyncio.timeout(headers_within):
+                stream = await WatchStream.open(self._endpoint, target, headers, idle=idle)
+        except (TransportError, TimeoutError, OSError) as exc:
+            raise ApiError(f"watch {path}: no answer: {type(exc).__name__}: {exc}", status=0) from exc
+        try:
+            if stream.status >= 400:
+                await self._refused_watch(_Answer(stream.status, await stream.body(), "GET", path))
+            yield b""
+            async for line in stream.lines():
+                yield line
+        except (TransportError, TimeoutError, OSError) as exc:
+            raise ApiError(f"watch {path}: {type(exc).__name__}: {exc}", status=0) from exc
+        finally:
+            stream.close()
+
+    async def _session_watch(
+        self,
+        path: str,
+        query: dict[str, str] | None,
+        headers: dict[str, str],
+        *,
+        idle: float,
+        headers_within: float,
+    ) -> AsyncIterator[bytes]:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=headers_within, sock_read=idle)
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that arrives
             # as the request completes, and a cancelled reflector would then never stop.
@@ -220,24 +270,26 @@ class KubeClient:
             raise ApiError(f"watch {path}: no answer: {type(exc).__name__}: {exc}", status=0) from exc
         try:
             if response.status >= 400:
-                answer = _Answer(response.status, await response.read(), "GET", path)
-                if response.status == 401 and self.creds.refreshable:
-                    await self._refresh(force=True)  # the caller's next watch goes with a new credential
-                self._raise(answer)
-            yield {"type": OPENED}
+                await self._refused_watch(_Answer(response.status, await response.read(), "GET", path))
+            yield b""
             pending = b""
             async for chunk in response.content.iter_any():
                 lines = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
                 pending = lines.pop()
                 for line in lines:
-                    if line:
-                        yield orjson.loads(line)
+                    if line.strip():
+                        yield line
             if pending.strip():
-                yield orjson.loads(pending)
+                yield pending
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ApiError(f"watch {path}: {type(exc).__name__}: {exc}", status=0) from exc
         finally:
             response.release()
+
+    async def _refused_watch(self, answer: _Answer) -> None:
+        if answer.status == 401 and self.creds.refreshable:
+            await self._refresh(force=True)  # the caller's next watch goes with a new credential
+        self._raise(answer)
 
 
 def _query(params: dict[str, Any] | None) -> dict[str, str] | None:
