@@ -5,6 +5,7 @@
     python -m bench --quick          the same at a small size, in under a minute
     python -m bench --size tiny --only engine,extender      what the CI smoke test runs
     python -m bench --only audit     `berth audit` over the large snapshot, the whole process timed
+    python -m bench --only watch     `berth serve`'s CPU per watched pod event, Bindings posted at a rate
     python -m bench generate large --out cluster.json       a snapshot for `berth simulate`
     python -m bench.identity OUT     seeded decisions as digests: compare two trees' files
 
@@ -29,7 +30,7 @@ from bench.generate import SIZES, cluster_file, write_cluster
 from bench.scenarios import scenarios
 from bench.stats import table
 
-PARTS = ("engine", "extender", "audit", "e2e")
+PARTS = ("engine", "extender", "audit", "e2e", "watch")
 FULL_SIZES = ("small", "medium", "large", "xlarge")
 EXTENDER_SIZE = "large"
 AUDIT_SIZE = "large"
@@ -120,6 +121,15 @@ def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any]) -
     results["scale"] = {"rows": rows, "ratios": ratios, "versions": versions}
 
 
+def run_watch(nodes: int, pods: int, rates: tuple[float, ...], results: dict[str, Any]) -> None:
+    from bench import e2e
+
+    rows, version = e2e.watch(nodes=nodes, pods=pods, rates=rates)
+    title = f"The watch alone: CPU per pod bound by a POSTed Binding, no scheduler running ({version})"
+    print(table(title, e2e.WATCH_HEADERS, rows))
+    results["watch"] = rows
+
+
 def _scale_sizes(value: str) -> list[tuple[int, int]]:
     """ "500x5000,5000x25000" -> [(500, 5000), (5000, 25000)]: nodes x pods already bound."""
     sizes = []
@@ -182,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         scale = args.e2e_scale or ("30x300" if quick else "500x5000,5000x25000")
         if scale != "none":
             run_scale(_scale_sizes(scale), args.e2e_new or (100 if quick else 1000), results)
+    if "watch" in only:
+        run_watch(30 if quick else 500, 100 if quick else 1000, (100.0,) if quick else (50.0, 100.0), results)
     print(f"total {time.perf_counter() - started:.1f} s")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

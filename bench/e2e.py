@@ -29,6 +29,7 @@ run slowed by retried pods is told apart from one slowed by the machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -652,3 +653,59 @@ def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[li
         return rows
 
     return harness.run(nodes, work), harness.version
+
+
+# -- the watch alone: berth serve's CPU per pod bound by someone else ---------------------------------
+WATCH_HEADERS = [
+    "nodes",
+    "pods bound",
+    "bindings/s asked",
+    "bindings/s",
+    "berth serve ms/pod",
+    "kube-apiserver ms/pod",
+    "etcd ms/pod",
+]
+WATCH_NAMESPACE = "watch"
+
+
+async def watch_run(api: Api, processes: dict[str, int], *, nodes: int, pods: int, rate: float) -> list[Any]:
+    """`pods` pods that no scheduler takes, then bound one by one by POSTing their Bindings at `rate`
+    per second: what each process's CPU pays per bound pod. No scheduler runs, so `berth serve` pays
+    only for the watch event each binding brings (and its share of the idle loop)."""
+    path = f"/api/v1/namespaces/{WATCH_NAMESPACE}/pods"
+    with contextlib.suppress(RuntimeError):  # already there from an earlier rate
+        await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": WATCH_NAMESPACE}})
+    prefix = f"w{int(rate)}"
+    creates = [
+        (
+            "POST",
+            path,
+            _pod(f"{prefix}-{i:05d}", WATCH_NAMESPACE, "no-scheduler", f"g{i % 50}", "none"),
+            False,
+        )
+        for i in range(pods)
+    ]
+    await api.each(creates)
+    await settle(processes)
+    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    started = time.monotonic()
+    for i in range(pods):
+        name = f"{prefix}-{i:05d}"
+        target = {"kind": "Node", "name": f"node-{(i * 7) % nodes:04d}"}
+        await api.call("POST", f"{path}/{name}/binding", {"metadata": {"name": name}, "target": target})
+        ahead = started + (i + 1) / rate - time.monotonic()
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+    took = time.monotonic() - started
+    await asyncio.sleep(1.0)  # the last events reach berth serve
+    used = {name: (cpu_seconds(pid) - before[name]) / pods * 1000 for name, pid in processes.items()}
+    return [nodes, pods, rate, pods / took, used["berth serve"], used["kube-apiserver"], used["etcd"]]
+
+
+def watch(*, nodes: int, pods: int, rates: tuple[float, ...]) -> tuple[list[list[Any]], str]:
+    harness = Harness()
+
+    async def work(api: Api, processes: dict[str, int]) -> list[list[Any]]:
+        return [await watch_run(api, processes, nodes=nodes, pods=pods, rate=rate) for rate in rates]
+
+    return harness.run(nodes, work), f"kube-apiserver {harness.version}"
