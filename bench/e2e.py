@@ -24,6 +24,10 @@ duration_seconds`: the cycles run one pod at a time, so a run whose cycle ms/pod
 pods-per-second is bound by that latency, not by the CPU) and, for berth's runs,
 berth serve's binds by outcome (`berth_binds_total`: confirmed/rechecked/refused/failed), so that a
 run slowed by retried pods is told apart from one slowed by the machine.
+
+`watch` (`python -m bench --only watch`) measures the one cost every placed pod brings to `berth serve`
+whichever scheduler placed it: the watch event of its binding. Pods no scheduler takes are bound by
+POSTed Bindings at a fixed rate, and each process's CPU per bound pod is reported.
 """
 
 from __future__ import annotations
