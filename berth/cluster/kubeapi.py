@@ -19,7 +19,7 @@ import orjson
 from berth import __version__
 from berth.cluster.credentials import Credentials, load_credentials
 from berth.cluster.keepalive import Endpoint, KeepAlive, TransportError
-from berth.cluster.watchstream import WatchStream
+from berth.cluster.watchstream import Lines, WatchStream
 from berth.errors import BerthError
 
 __all__ = ["OPENED", "ApiError", "Credentials", "KubeClient", "load_credentials"]
@@ -272,15 +272,12 @@ class KubeClient:
             if response.status >= 400:
                 await self._refused_watch(_Answer(response.status, await response.read(), "GET", path))
             yield b""
-            pending = b""
+            cut = Lines()
             async for chunk in response.content.iter_any():
-                lines = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    if line.strip():
-                        yield line
-            if pending.strip():
-                yield pending
+                for line in cut.feed(chunk):
+                    yield line
+            if rest := cut.rest():
+                yield rest
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ApiError(f"watch {path}: {type(exc).__name__}: {exc}", status=0) from exc
         finally:

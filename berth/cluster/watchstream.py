@@ -26,6 +26,26 @@ BACKLOG = 4096
 RESUME_AT = 1024
 
 
+class Lines:
+    """A stream's bytes cut into its lines that are not blank; a line split across chunks is held
+    until its end comes."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        pieces = (self.pending + chunk).split(b"\n") if self.pending else chunk.split(b"\n")
+        self.pending = pieces.pop()
+        return [piece for piece in pieces if piece.strip()]
+
+    def rest(self) -> bytes:
+        """What is left once the stream has ended: a last line without its newline, or b""."""
+        rest, self.pending = self.pending, b""
+        return rest if rest.strip() else b""
+
+
 class _Stream(asyncio.Protocol):
     """One watch's HTTP/1.1 response: its status, the lines of its body, how it ended."""
 
@@ -36,7 +56,7 @@ class _Stream(asyncio.Protocol):
         self.headers: asyncio.Future[int] = self.loop.create_future()
         self.lines: deque[bytes] = deque()
         self.error_body: list[bytes] = []
-        self.pending = b""
+        self.cut = Lines()
         self.status = 0
         self.ended = False
         self.error: Exception | None = None
@@ -69,18 +89,16 @@ class _Stream(asyncio.Protocol):
         if self.status >= 400:
             self.error_body.append(body)
             return
-        pieces = (self.pending + body).split(b"\n") if self.pending else body.split(b"\n")
-        self.pending = pieces.pop()
-        self.lines.extend(piece for piece in pieces if piece.strip())
+        self.lines.extend(self.cut.feed(body))
         if len(self.lines) >= BACKLOG and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
         self.wake()
 
     def on_message_complete(self) -> None:
-        if self.pending.strip() and self.status < 400:
-            self.lines.append(self.pending)
-        self.pending = b""
+        rest = self.cut.rest()
+        if rest and self.status < 400:
+            self.lines.append(rest)
         self.end(None)
 
     # the stream's end and the reader's wake-up

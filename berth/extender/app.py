@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -86,6 +87,19 @@ class Metrics:
             registry=self.registry,
         )
         reservations.set_function(lambda: getattr(placer.cluster, "reservations", lambda: 0)())
+
+
+def _counting(counter: Counter) -> Callable[[str], None]:
+    """Count one under a label value, the labelled child kept after its first use."""
+    children: dict[str, Any] = {}
+
+    def count(value: str) -> None:
+        child = children.get(value)
+        if child is None:
+            child = children[value] = counter.labels(value)
+        child.inc()
+
+    return count
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -195,11 +209,10 @@ async def _read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
 def create_app(placer: Placer) -> HotVerbs:
     app = FastAPI(title="berth extender", version=__version__)
     metrics = Metrics(placer)
-    placer.observe = lambda outcome: metrics.decisions.labels(outcome).inc()
-    # The labelled children looked up once, not once per bind.
-    binds = {outcome: metrics.binds.labels(outcome) for outcome in BIND_OUTCOMES}
-    placer.observe_bind = lambda outcome: binds[outcome].inc()
-    placer.read_names = lambda how: metrics.names.labels(how).inc()
+    # Per decision, per bind, per filter: each label's child looked up once, not on every call.
+    placer.observe = _counting(metrics.decisions)
+    placer.observe_bind = _counting(metrics.binds)
+    placer.read_names = _counting(metrics.names)
     app.state.placer = placer
     app.state.metrics = metrics
     verbs = Verbs(placer, metrics)
