@@ -131,10 +131,11 @@ class ScoreNumOwnerZones(_AllocScorer):
     def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
         # Only the nodes that host pods of the namespace differ from 0: set them by slot, then gather.
         slots = ctx.view.slots()
-        counts = np.zeros(len(slots.names))
+        counts = np.zeros(len(slots.names), dtype=np.int64)
         for name, count in ctx.view.owner_nodes(ctx.pod.namespace).items():
             counts[slots.index[name]] = count
-        raws = -prepared * counts[slots_of(cands, ctx.view)]
+        # Counted in integers, as raw() counts: minus nothing is 0.0, never -0.0.
+        raws = (-prepared * counts[slots_of(cands, ctx.view)]).astype(np.float64)
         return _with_self(raws, cands, ctx, lambda state: self.raw(state, prepared, ctx))
 
 
