@@ -48,6 +48,10 @@ class RequireWithTag(NodeFilter):
     ) -> Mapping[str, Reason]:
         # Only nodes holding every tag stay; the others are most nodes, their reasons made when read.
         holders = [ctx.tag_holders(t) for t in prepared]
+        if len(prepared) > 1:
+            # The reasons are made when read, maybe once the view has changed: what each node missed
+            # is read from the holders as they are now. (With one tag, every node removed missed it.)
+            holders = [dict(h) for h in holders]
         fewest = min(holders, key=len)
         keep = {n for n in fewest if n in cands and all(n in h for h in holders)}
         if len(keep) == len(cands):
@@ -56,7 +60,10 @@ class RequireWithTag(NodeFilter):
         by_missing: dict[tuple[str, ...], Reason] = {}
 
         def reason(name: str) -> Reason:
-            missing = tuple(t for t, h in zip(prepared, holders, strict=True) if name not in h)
+            if len(prepared) == 1:
+                missing: tuple[str, ...] = prepared
+            else:
+                missing = tuple(t for t, h in zip(prepared, holders, strict=True) if name not in h)
             if missing not in by_missing:
                 by_missing[missing] = self._reason(list(missing), prepared, ctx)
             return by_missing[missing]
