@@ -13,7 +13,8 @@ list used to cost more than the rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,42 @@ def flatten(member: Member) -> list[Step]:
     if isinstance(member, Pipe | Or):
         return [s for m in member.members for s in flatten(m)]
     return [member]
+
+
+# Tests only (tests/test_fast_paths.py): while set, the runner asks every step its per-node rule alone
+# (`check`, `select`, `value`, `raw`) and never its set-level override (`removals`, `select_among`,
+# `values`, `raws`), so that a decision made on the plain path can be compared with the fast one.
+_plain = False
+
+
+@contextmanager
+def plain_path() -> Iterator[None]:
+    """Decide on the steps' per-node rules alone, for as long as the block runs (tests only)."""
+    global _plain
+    before, _plain = _plain, True
+    try:
+        yield
+    finally:
+        _plain = before
+
+
+def _plain_removals(step: NodeFilter, cands: Candidates, prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+    check = step.check
+    return {n: r for n, s in cands.items() if (r := check(s, prepared, ctx)) is not None}
+
+
+def _plain_selected(step: SetFilter, cands: Candidates, prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+    return {n: r for n, r in step.select(list(cands.values()), prepared, ctx).items() if n in cands}
+
+
+def _plain_values(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> dict[str, int]:
+    value = step.value
+    return {n: value(s, prepared, ctx) for n, s in cands.items()}
+
+
+def _plain_raws(step: Scorer, cands: Candidates, prepared: Any, ctx: PodContext) -> list[float]:
+    raw = step.raw
+    return [float(raw(s, prepared, ctx)) for s in cands.values()]
 
 
 @dataclass
@@ -102,15 +139,20 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> C
 
     column: Column | None = None
     if isinstance(step, NodeFilter):
-        removed = step.removals(cands, prepared, ctx)
+        removed = (
+            _plain_removals(step, cands, prepared, ctx) if _plain else step.removals(cands, prepared, ctx)
+        )
     elif isinstance(step, SetFilter):
-        removed = step.select_among(cands, prepared, ctx)
+        removed = (
+            _plain_selected(step, cands, prepared, ctx) if _plain else step.select_among(cands, prepared, ctx)
+        )
         if step.phase is Phase.SOFT and len(removed) >= len(cands):
             removed = {}  # a soft filter never empties the set
     elif isinstance(step, Tier):
         return _run_tier(step, cands, prepared, ctx, out)
     elif isinstance(step, Scorer):
-        column = ScoreColumn(step.name, cands, step.raws(cands, prepared, ctx), step.weight)
+        raws = _plain_raws(step, cands, prepared, ctx) if _plain else step.raws(cands, prepared, ctx)
+        column = ScoreColumn(step.name, cands, raws, step.weight)
         out.columns.append(column)
         removed = {}
     else:  # pragma: no cover - every step derives from one of the four
@@ -126,7 +168,7 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> C
 def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
     """Only the nodes with the highest value go on. The step reports the nodes whose value is not 0;
     every other node is at 0."""
-    values = step.values(cands, prepared, ctx)
+    values = _plain_values(step, cands, prepared, ctx) if _plain else step.values(cands, prepared, ctx)
     best = max(values.values()) if values else 0
     if len(values) < len(cands):
         best = max(best, 0)  # some node is at 0

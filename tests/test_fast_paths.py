@@ -1,0 +1,445 @@
+"""Every fast path against the rule it copies.
+
+The steps answer for a whole candidate set at once (`removals`, `select_among`, `values`, `raws`),
+through the view's indexes, columns and memos kept across decisions; the per-node methods (`check`,
+`select`, `value`, `raw`) are the rules. The engine's plain path (berth.engine.chain.plain_path) asks
+only the rules. Here both decide the same seeded bursts over the same random clusters, each on a view
+of its own, with pods landing and leaving and nodes changing between decisions, and every Decision
+must be the same to the byte: the chosen node, every node's reasons and score parts, the traces, the
+events. The chains are drawn from every step a configuration can name (berth.pipeline.REGISTRY and the
+allocator's registry), so a step added later is drawn too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from bench.identity import TINY, decision_bytes, digests
+from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.view import ClusterView
+from berth.engine import Decision, Phase, decide, flatten
+from berth.engine.chain import plain_path
+from berth.errors import InvalidConfig
+from berth.pipeline import REGISTRY, build_pipeline
+from berth.vocab.alloc.config import parse_config
+from berth.vocab.alloc.registry import ALGORITHMS
+from berth.vocab.tag_steps import RequireWithoutTag
+from tests.alloc_helpers import cn, vm
+from tests.policy_builders import app, placement_policy
+
+TAGS = ["web", "db", "cache"]
+NAMESPACES = ["default", "other"]
+APPS = [("web", "1.0"), ("web", "2.0"), ("db", "1.0")]
+# Every name a chain may hold: the allocator's algorithms and berth's other steps.
+NAMES = sorted({*ALGORITHMS, *REGISTRY})
+# Steps that only make sense wrapped as [or, step, identity] (they may leave no node).
+WRAPPED = {"hard-filter-large-servers", "hard-filter-reservoir"}
+NOW = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+TAINTS = [
+    {"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
+    {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
+    {"key": "maintenance", "effect": "NoExecute"},
+]
+POLICIES = [
+    {"type": "ANY"},
+    {"type": "ONE_PER_HOST"},
+    {"type": "MAX_N_PER_HOST", "max": 2},
+    {"type": "MATCH_TAG", "tag": "gpu"},
+    {"type": "NO_TAG"},
+    {
+        "type": "COMPOSITE",
+        "combiner": "OR",
+        "policies": [{"type": "MATCH_TAG", "tag": "gpu"}, {"type": "NO_TAG"}],
+    },
+    {"type": "COMPOSITE", "policies": [{"type": "ONE_PER_HOST"}, {"type": "MATCH_TAG", "tag": "n1"}]},
+    {"type": "RULE_BASED", "rule": 'ctx.allocation.node.metadata["zone"] != "z-b"'},
+    {"type": "RULE_BASED", "rule": "ctx.session.nodes[?ctx.allocation.node.hostname].orValue(0) < 2"},
+    {"type": "RULE_BASED", "rule": "ctx.session.count < 3 || ctx.allocation.node.hostname == 'n0'"},
+]
+
+
+@st.composite
+def nodes(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    labels: dict[str, str] = {}
+    if draw(st.booleans()):
+        labels["zone"] = draw(st.sampled_from(["z-a", "z-b", "z-c"]))
+    for label, value in (
+        ("berth.dev/reserved", "true"),
+        ("node-role.kubernetes.io/control-plane", ""),
+        ("berth.dev/reservoir", "true"),
+        ("berth.dev/virtual", "true"),
+        ("berth.dev/platform", "20240131T120000Z"),
+    ):
+        if draw(st.integers(0, 7)) == 0:
+            labels[label] = value
+    for tag in draw(st.lists(st.sampled_from(["gpu", "ssd"]), max_size=2, unique=True)):
+        labels[f"tag.berth.dev/{tag}"] = ""
+    annotations: dict[str, str] = {}
+    if draw(st.booleans()):
+        annotations["berth.dev/traits"] = draw(
+            st.sampled_from(['{"ssd": true}', '{"ssd": false, "rack": "r1"}', '{"rack": "r2"}', "{"])
+        )
+    if draw(st.integers(0, 3)) == 0:
+        annotations["berth.dev/nic-tags"] = '["external"]'
+    if draw(st.integers(0, 2)) == 0:
+        days = draw(st.integers(-10, 400))  # at noon: far from a week's boundary whenever the test runs
+        annotations["berth.dev/next-reboot"] = draw(
+            st.sampled_from([(NOW + timedelta(days=days, hours=12)).isoformat(), "soon"])
+        )
+    if draw(st.integers(0, 3)) == 0:
+        annotations["berth.dev/overprovision-ratios"] = draw(
+            st.sampled_from(['{"cpu": 2, "ram": 1.5}', '{"ram": 1}', '{"cpu": 8, "ram": 2, "disk": 3}'])
+        )
+    obj = cn(
+        name,
+        memory=f"{draw(st.sampled_from([1, 2, 4, 8, 16, 64]))}Gi",
+        cpu=draw(st.sampled_from(["1", "2", "4", "16"])),
+        disk=draw(st.sampled_from([None, "20Gi", "200Gi"])),
+        labels=labels,
+        ready=draw(st.integers(0, 7)) > 0,
+        kubelet=draw(st.sampled_from([None, "v1.34.2", "v1.36.3"])),
+    )
+    notes = obj["metadata"].setdefault("annotations", {})
+    notes.update(annotations)
+    obj["status"]["allocatable"]["pods"] = draw(st.sampled_from(["3", "110"]))
+    if draw(st.integers(0, 9)) == 0:
+        obj["spec"]["unschedulable"] = True
+    if draw(st.integers(0, 4)) == 0:
+        obj["spec"]["taints"] = [draw(st.sampled_from(TAINTS))]
+    return obj
+
+
+@st.composite
+def running_pods(draw: st.DrawFn, name: str, node_names: list[str]) -> dict[str, Any]:
+    labels: dict[str, str] = {}
+    if draw(st.booleans()):
+        app_name, version = draw(st.sampled_from(APPS))
+        labels = app(app_name, version)
+    obj = vm(
+        name,
+        namespace=draw(st.sampled_from(NAMESPACES)),
+        node=draw(st.sampled_from(node_names)),
+        memory=draw(st.sampled_from([None, "512Mi", "4Gi"])),
+        cpu=draw(st.sampled_from([None, "250m", "2"])),
+        disk=draw(st.sampled_from([None, "1Gi"])),
+        labels=labels,
+        uid=f"{abs(hash(name)) % 10**8:08d}-0000-4000-8000-{len(name):012d}",
+    )
+    tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
+    if tags:
+        obj["metadata"]["annotations"]["berth.dev/tags"] = json.dumps(tags)
+    return obj
+
+
+@st.composite
+def incoming(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """A pod to place, with any of berth's annotations."""
+    notes: dict[str, Any] = {}
+    affinity = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                key: st.lists(st.sampled_from(TAGS), min_size=1, max_size=2, unique=True)
+                for key in (
+                    "require_with_tag",
+                    "require_without_tag",
+                    "prefer_with_tag",
+                    "prefer_without_tag",
+                )
+            },
+        )
+    )
+    contradicts = set(affinity.get("require_with_tag", ())) & set(affinity.get("require_without_tag", ()))
+    if affinity and not contradicts:
+        notes["berth.dev/affinity"] = affinity
+    tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
+    if tags:
+        notes["berth.dev/tags"] = tags
+    if draw(st.integers(0, 3)) == 0:
+        notes["berth.dev/traits"] = draw(st.sampled_from([{"ssd": True}, {"rack": "r1"}]))
+    if draw(st.integers(0, 3)) == 0:
+        notes["berth.dev/locality"] = {
+            "near": draw(st.lists(st.sampled_from(["p0", "p1"]), max_size=1)),
+            "far": draw(st.lists(st.sampled_from(["p2", "p3"]), max_size=1)),
+            "strict": draw(st.booleans()),
+        }
+    if draw(st.integers(0, 5)) == 0:
+        notes["berth.dev/affinity-rules"] = [
+            {
+                "key": "app.kubernetes.io/name",
+                "operator": draw(st.sampled_from(["==", "!="])),
+                "value": "db",
+                "isSoft": draw(st.booleans()),
+            }
+        ]
+    if draw(st.integers(0, 4)) == 0:
+        notes["berth.dev/package"] = draw(st.sampled_from(["small", "spread"]))
+    if draw(st.integers(0, 5)) == 0:
+        notes["berth.dev/image"] = {"requirements": {"min_platform": {"1.35": "1.35.0"}}}
+    if draw(st.integers(0, 5)) == 0:
+        notes["berth.dev/nic-tags"] = ["external"]
+    app_name, version = draw(st.sampled_from(APPS))
+    labels = app(app_name, version)
+    if draw(st.integers(0, 2)) == 0:
+        labels["governed"] = "yes"
+    obj = vm(
+        name,
+        namespace=draw(st.sampled_from(NAMESPACES)),
+        memory=draw(st.sampled_from([None, "1Gi", "8Gi"])),
+        cpu=draw(st.sampled_from([None, "500m", "4"])),
+        disk=draw(st.sampled_from([None, "10Gi"])),
+        annotations=notes,
+        labels=labels,
+        uid=f"{abs(hash(name)) % 10**8:08d}-1111-4000-8000-{len(name):012d}",
+    )
+    if draw(st.integers(0, 4)) == 0:
+        obj["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    return obj
+
+
+def configs() -> st.SearchStrategy[dict[str, Any]]:
+    defaults = st.fixed_dictionaries(
+        # weight_num_owner_zones is never 0: package `spread` orders nodes with its scorer.
+        {"weight_num_owner_zones": st.sampled_from([0.5, 1.0, -2.0])},
+        optional={
+            "disable_override_overprovisioning": st.booleans(),
+            "filter_capness": st.booleans(),
+            "filter_large_servers": st.booleans(),
+            "filter_vm_limit": st.integers(1, 6),
+            "minimum_free_disk": st.sampled_from([0, 10_000, 100_000]),
+            "weight_unreserved_ram": st.sampled_from([0.0, 2.0, -1.0]),
+            "weight_unreserved_disk": st.sampled_from([0.0, 1.0, -0.5]),
+            "weight_current_platform": st.sampled_from([0.0, 1.0]),
+            "weight_next_reboot": st.sampled_from([0.0, 0.5, -1.0]),
+            "weight_uniform_random": st.sampled_from([0.0, 0.5]),
+            "server_spread": st.sampled_from(["min-ram", "max-ram", "min-owner", "random"]),
+        },
+    )
+    packages = st.just(
+        {
+            "small": {"max_physical_memory": 2048, "cpu_cap": 100, "overprovision_memory": 1.5},
+            "spread": {"alloc_server_spread": "min-owner", "quota": 5000, "overprovision_cpu": 2},
+        }
+    )
+    return st.fixed_dictionaries({"defaults": defaults, "packages": packages})
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> list[Any] | None:
+    """None (berth's default chain) or a pipe of steps drawn from every name a chain may hold."""
+    pick = draw(st.integers(0, 5))
+    if pick == 0:
+        return None
+    if pick == 1:  # the tag-affinity vocabulary alone, whose memos live across a burst
+        return ["pipe", "tags/require_with_tag", "tags/require_without_tag", "tags/tag-affinity"]
+    members: list[Any] = ["pipe"]
+    if draw(st.booleans()):
+        members.append("calculate-locality-hints")
+    for name in draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=10)):
+        if name in WRAPPED or draw(st.integers(0, 6)) == 0:
+            members.append(["or", name, "identity"])
+        else:
+            members.append(name)
+    return members
+
+
+@dataclass
+class World:
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    policies: list[dict[str, Any]]
+    config: dict[str, Any]
+    offline: bool
+    # ("decide", pod, asked node indexes or None, node index the pod already sits on or None)
+    # ("land", pod) ("leave", pod key) ("node", node)
+    script: list[tuple[Any, ...]]
+
+
+@st.composite
+def worlds(draw: st.DrawFn, chain: Any = None) -> World:
+    count = draw(st.integers(1, 8))
+    templates = [draw(nodes(f"n{i}")) for i in range(count)]
+    # Copies of the drawn nodes make clusters big enough for the paths that change with size.
+    copies = draw(st.sampled_from([1, 1, 1, 4, 40]))
+    node_objs = []
+    for c in range(copies):
+        for i, template in enumerate(templates):
+            obj = json.loads(json.dumps(template))
+            name = f"n{i}" if c == 0 else f"n{i}-{c}"
+            obj["metadata"]["name"] = name
+            obj["metadata"]["labels"]["kubernetes.io/hostname"] = name
+            node_objs.append(obj)
+    names = [o["metadata"]["name"] for o in node_objs]
+    pods = [draw(running_pods(f"p{j}", names)) for j in range(draw(st.integers(0, 14)))]
+    policies = []
+    for k, policy in enumerate(draw(st.lists(st.sampled_from(POLICIES), max_size=2))):
+        selector = draw(st.sampled_from([{}, {"matchLabels": {"governed": "yes"}}, None]))
+        policies.append(placement_policy(f"policy-{k}", policy, namespace="default", selector=selector))
+    config = draw(configs())
+    if chain is None:
+        chain = draw(chains())
+    if chain is not None:
+        config["allocationDescription"] = chain
+    try:
+        build_pipeline(parse_config(config), offline=True)
+    except InvalidConfig:  # a spread whose scorer is weighted 0, a chain of data steps alone
+        assume(False)
+    script: list[tuple[Any, ...]] = []
+    base = draw(incoming("new"))
+    for i in range(draw(st.integers(1, 6))):
+        new = base if draw(st.integers(0, 2)) else draw(incoming(f"new-{i}"))
+        new = json.loads(json.dumps(new))
+        new["metadata"]["name"] = f"{new['metadata']['name']}-{i}"
+        new["metadata"]["uid"] = f"{i:08d}-2222-4000-8000-000000000000"
+        if policies and draw(st.integers(0, 3)) == 0:
+            new["metadata"]["annotations"]["berth.dev/placement-policy"] = "policy-0"
+        asked = None
+        if draw(st.integers(0, 3)) == 0:
+            asked = draw(st.lists(st.integers(0, len(names) - 1), min_size=1, max_size=len(names)))
+        # The pod already on a node (a bind checked again, audit): it is never its own neighbour.
+        already = draw(st.integers(0, len(names) - 1)) if draw(st.integers(0, 3)) == 0 else None
+        script.append(("decide", new, asked, already))
+        for _ in range(draw(st.integers(0, 2))):
+            if pods and draw(st.booleans()):
+                gone = draw(st.sampled_from(pods))["metadata"]
+                script.append(("leave", f"{gone['namespace']}/{gone['name']}"))
+            elif draw(st.booleans()):
+                script.append(("land", draw(running_pods(f"q{i}-{len(script)}", names))))
+            else:
+                changed = json.loads(json.dumps(draw(st.sampled_from(node_objs))))
+                fresh = draw(nodes(changed["metadata"]["name"]))
+                script.append(("node", fresh))
+    return World(node_objs, pods, policies, config, draw(st.booleans()), script)
+
+
+def _view(world: World) -> ClusterView:
+    view = ClusterView([node_from_k8s(o) for o in world.nodes], [pod_from_k8s(o) for o in world.pods])
+    for policy in world.policies:
+        view.upsert_policy(policy)
+    return view
+
+
+def _decisions(world: World, *, plain: bool) -> Iterator[tuple[int, Decision]]:
+    """The world's script on a view of its own, each decision as it was made; the chosen node gets
+    the pod before the script goes on."""
+    view = _view(world)
+    pipeline = build_pipeline(parse_config(world.config), offline=world.offline)
+    names = [o["metadata"]["name"] for o in world.nodes]
+    with plain_path() if plain else nullcontext():
+        for i, (action, *args) in enumerate(world.script):
+            if action == "land":
+                view.add_pod(pod_from_k8s(args[0]))
+            elif action == "leave":
+                view.remove_pod(args[0])
+            elif action == "node":
+                view.upsert_node(node_from_k8s(args[0]))
+            else:
+                obj, asked, already = args
+                pod = pod_from_k8s(obj)
+                if already is not None:
+                    view.add_pod(msgspec.structs.replace(pod, node_name=names[already]))
+                candidates = [names[a] for a in asked] if asked is not None else None
+                decision = decide(pod, view, pipeline, candidates=candidates, seed=i)
+                yield i, decision
+                if decision.chosen:
+                    view.remove_pod(pod.key)
+                    view.add_pod(msgspec.structs.replace(pod, node_name=decision.chosen))
+
+
+def assert_same_decisions(world: World) -> None:
+    fast = list(_decisions(world, plain=False))
+    plain = list(_decisions(world, plain=True))
+    assert len(fast) == len(plain)
+    for (i, a), (_, b) in zip(fast, plain, strict=True):
+        left, right = decision_bytes(a), decision_bytes(b)
+        if left != right:
+            at = next(k for k in range(min(len(left), len(right))) if left[k] != right[k])
+            raise AssertionError(
+                f"decision {i} of the script differs between the fast and the plain path at byte {at}:\n"
+                f"fast:  ...{left[max(0, at - 400) : at + 200].decode(errors='replace')}\n"
+                f"plain: ...{right[max(0, at - 400) : at + 200].decode(errors='replace')}\n"
+                f"chain: {world.config.get('allocationDescription')}, offline {world.offline}"
+            )
+
+
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+@SETTINGS
+@given(worlds())
+def test_every_fast_path_decides_as_the_per_node_rules_do(world: World) -> None:
+    assert_same_decisions(world)
+
+
+# One chain with every step a configuration can name, each once: none is left to chance.
+EVERY_STEP: list[Any] = [
+    "pipe",
+    "calculate-locality-hints",
+    *[["or", n, "identity"] if n in WRAPPED else n for n in NAMES if n != "calculate-locality-hints"],
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(chain=EVERY_STEP))
+def test_a_chain_of_every_step_decides_as_the_per_node_rules_do(world: World) -> None:
+    assert_same_decisions(world)
+
+
+def test_the_benchmark_bursts_decide_on_the_fast_path_as_on_the_plain_one() -> None:
+    """The bursts the fast paths were made for: every scenario and chain of the benchmarks, on two
+    generated clusters, with pods carrying the excluded and preferred tags landing and leaving."""
+    fast = list(digests(TINY))
+    with plain_path():
+        plain = list(digests(TINY))
+    assert len(fast) == len(plain) > 0
+    differ = [f"{a} (plain: {b.rsplit(' ', 1)[1]})" for a, b in zip(fast, plain, strict=True) if a != b]
+    assert not differ, f"{len(differ)} decisions differ, the first: {differ[:3]}"
+
+
+def test_the_chains_drawn_can_hold_every_step_a_configuration_names() -> None:
+    pipeline = build_pipeline(parse_config({"allocationDescription": EVERY_STEP}), offline=True)
+    built = {type(s) for s in flatten(pipeline.chain)}
+    assert built >= {*ALGORITHMS.values(), *REGISTRY.values()}
+    # Each phase class's set-level method is one the plain path goes around.
+    phases = {s.phase for s in flatten(pipeline.chain)}
+    assert {Phase.HARD, Phase.SOFT, Phase.TIER, Phase.SCORE} <= phases
+
+
+def _planted_world() -> World:
+    """A burst where require_without_tag removes nodes: a node holding the excluded tag."""
+    nodes_ = [cn("n0"), cn("n1"), cn("n2")]
+    db = vm(
+        "db-0", node="n1", annotations={"berth.dev/tags": ["db"]}, uid="00000000-0000-4000-8000-000000000001"
+    )
+    new = vm(
+        "new",
+        annotations={"berth.dev/affinity": {"require_without_tag": ["db"]}},
+        uid="00000000-0000-4000-8000-000000000002",
+    )
+    chain = ["pipe", "tags/require_without_tag", "score-unreserved-ram"]
+    return World(nodes_, [db], [], {"allocationDescription": chain}, True, [("decide", new, None, None)])
+
+
+def test_a_fast_path_changed_on_its_own_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = _planted_world()
+    assert_same_decisions(world)  # as the tree stands
+
+    def forgets_a_holder(self: Any, cands: Any, prepared: Any, ctx: Any) -> Any:
+        return {}  # a fast path that no longer sees the holders of an excluded tag
+
+    monkeypatch.setattr(RequireWithoutTag, "removals", forgets_a_holder)
+    with pytest.raises(AssertionError, match="differs between the fast and the plain path"):
+        assert_same_decisions(world)
