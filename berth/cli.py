@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from berth import __version__
-from berth.cluster.convert import pod_from_k8s, pod_template, replica_pods, replicas_of
+from berth.cluster.convert import pod_from_k8s, pod_template, replica_owner, replica_pods, replicas_of
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
 from berth.engine.decide import decide
@@ -48,12 +48,17 @@ def _pods_in(path: str, namespace: str | None = None, default: str = "default") 
 
 
 def _replicas_in(
-    path: str, replicas: int | None, namespace: str | None = None, default: str = "default"
+    path: str,
+    replicas: int | None,
+    namespace: str | None = None,
+    default: str = "default",
+    owners: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
     """The pods to simulate: a workload's `replicas` (a Job's parallelism) named <name>-0, -1, ...,
     `replicas` copies of each object when given, else a Pod once; and whether any object was
     expanded (the table then ends with a summary). Objects without a namespace are in `namespace`
-    (-n, which the file must agree with, as for `kubectl apply -n`), else in `default`."""
+    (-n, which the file must agree with, as for `kubectl apply -n`), else in `default`. The controllers
+    that own the replicas are added to `owners` (kube's default spreading reads them)."""
     if replicas is not None and replicas < 1:
         raise BerthError(f"--replicas should be at least 1, found {replicas}")
     pods: list[dict[str, Any]] = []
@@ -67,6 +72,9 @@ def _replicas_in(
         else:
             pods += replica_pods(obj, count)
             expanded = True
+            owner = replica_owner(obj)
+            if owner is not None and owners is not None:
+                owners.append(owner)
     if not pods and not expanded:
         raise BerthError(f"{path}: no Pod or workload with a pod template found")
     return pods, expanded
@@ -85,7 +93,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         snapshot.view.override_policies(policies)
     pipeline = build_pipeline(_allocator_config(args.config), offline=True)
     decisions = []
-    raws, expanded = _replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace)
+    owners: list[dict[str, Any]] = []
+    raws, expanded = _replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace, owners)
+    for owner in owners:  # the replicas' controller, for kube's default spreading over them
+        snapshot.view.upsert_workload(owner)
     for i, raw in enumerate(raws):
         pod = pod_from_k8s(raw)
         if expanded:

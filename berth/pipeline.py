@@ -26,8 +26,9 @@ from typing import Any
 from berth.engine.chain import Member, Or, Pipe, describe
 from berth.engine.decide import Pipeline
 from berth.engine.step import Step
+from berth.engine.types import Phase
 from berth.errors import InvalidConfig
-from berth.vocab import kube
+from berth.vocab import kube, step_names
 from berth.vocab.alloc.base import AllocStep, Setup
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
@@ -42,11 +43,7 @@ from berth.vocab.tag_steps import RequireWithoutTag, RequireWithTag, TagAffinity
 REGISTRY: dict[str, type[Step]] = {
     cls.name: cls
     for cls in (
-        kube.NodeReady,
-        kube.NodeUnschedulable,
-        kube.TaintToleration,
-        kube.NodeAffinity,
-        kube.NodeResourcesFit,
+        *kube.STEPS,
         RequireWithTag,
         RequireWithoutTag,
         PlacementPolicyStep,
@@ -54,19 +51,16 @@ REGISTRY: dict[str, type[Step]] = {
     )
 }
 
-KUBE = (
-    kube.NodeReady.name,  # a node that is down or cordoned never takes pods
-    kube.NodeUnschedulable.name,
-    kube.TaintToleration.name,
-    kube.NodeAffinity.name,  # the pod's own node selection
-    kube.NodeResourcesFit.name,  # last of kube's: the only one that sums requests
-)
-POLICY_STEP = "policy/placement-policy"
+# kube-scheduler's filters, in its order; offline only (the live kube-scheduler runs them itself).
+KUBE = tuple(cls.name for cls in kube.FILTERS)
+KUBE_SCORE = kube.KubeDefaultScore.name
+POLICY_STEP = step_names.PLACEMENT_POLICY
 OVERRIDE = "override-overprovisioning"
 
 
-def default_description(*, offline: bool) -> Description:
-    """berth's default chain, in the configuration's words."""
+def default_description(*, offline: bool, kube_scoring: bool = True) -> Description:
+    """berth's default chain, in the configuration's words; without kube's default scores when the
+    configuration leaves the ranking to the allocator's scorers."""
     chain: list[Any] = ["pipe"]
     if offline:
         chain += KUBE
@@ -107,6 +101,9 @@ def default_description(*, offline: bool) -> Description:
         ["or", "hard-filter-reservoir", "identity"],
         ["or", "hard-filter-large-servers", "identity"],
         "soft-filter-locality-hints",
+        # kube-scheduler's default scoring: berth's choice is final, so what berth's rules leave open
+        # is ranked as kube's default profile would (the allocator's scorers break its ties).
+        *([KUBE_SCORE] if kube_scoring else []),
         # Scorers, weighted by the defaults' weight_*.
         "score-unreserved-ram",
         "score-unreserved-disk",
@@ -128,7 +125,10 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     scheduler runs them before the extender; live, kube/ steps are left out.
     """
     config = config or DEFAULT_CONFIG
-    description = config.description or default_description(offline=offline)
+    if config.description is not None:
+        description = with_own_rules(config.description)
+    else:
+        description = default_description(offline=offline, kube_scoring=ranks_by_kube(config))
     names = names_in(description)
     if not offline:
         description = _without_kube(description) or ("pipe", "identity")
@@ -138,6 +138,37 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     setup = Setup(config=config, override=override and not config.defaults.disable_override_overprovisioning)
     chain = _member(description, "allocationDescription", setup)
     return Pipeline(chain=chain, compile_pod=PodCompiler(config), digest=digest(chain, config))
+
+
+def with_own_rules(description: Description) -> Description:
+    """A configured chain with berth's own rules that it leaves out (step_names.ALWAYS): the tag
+    constraints and the PlacementPolicy step before it, the tag-affinity tier before its first member
+    that is not a hard filter (the user's preference before anything the operator prefers). A rule the
+    chain names stays where the chain puts it."""
+    names = names_in(description)
+    hard = [n for n in step_names.ALWAYS_HARD if n not in names]
+    members = list(description[1:]) if description[0] == "pipe" else [description]
+    if step_names.TAG_AFFINITY not in names:
+        # (a chain that is one `or` is taken whole first: the tier then ranks what it leaves)
+        at = next((i for i, m in enumerate(members) if not _hard_filter(m)), len(members))
+        members.insert(at if description[0] == "pipe" else len(members), step_names.TAG_AFFINITY)
+    if not hard and len(members) == len(description) - 1 and description[0] == "pipe":
+        return description
+    return ("pipe", *hard, *members)
+
+
+def _hard_filter(member: Any) -> bool:
+    """A chain member that is one step that only removes nodes (an `or` or a soft step is not)."""
+    if isinstance(member, tuple):
+        return False
+    cls = ALGORITHMS.get(member.removeprefix("alloc/")) or REGISTRY.get(member)
+    return cls is not None and cls.phase is Phase.HARD
+
+
+def ranks_by_kube(config: AllocatorConfig) -> bool:
+    """Whether berth's default chain ranks by kube-scheduler's default scores: unless the configuration
+    turns them off, or sets the deprecated server_spread, whose scorers then decide the ranking."""
+    return config.defaults.kube_default_scoring and config.defaults.spread is None
 
 
 def digest(chain: Member, config: AllocatorConfig) -> str:

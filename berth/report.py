@@ -32,7 +32,10 @@ def _fmt(value: float | None) -> str:
 
 
 def _part_label(step: str) -> str:
-    return step.split("/", 1)[-1].removeprefix("score-").upper()
+    vocabulary, _, name = step.rpartition("/")
+    if vocabulary == "kube":  # kube-scheduler's default scores: one column, named for whose they are
+        return "KUBE-SCORE"
+    return name.removeprefix("score-").upper()
 
 
 def table(decision: Decision, *, detail: bool = False) -> str:

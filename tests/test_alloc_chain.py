@@ -15,7 +15,8 @@ import yaml
 
 from berth.engine import Kind
 from berth.engine.chain import flatten
-from berth.pipeline import build_pipeline, default_chain
+from berth.pipeline import KUBE, build_pipeline, default_chain
+from berth.vocab.step_names import ALWAYS_HARD
 from tests.alloc_helpers import candidates, chain, cn, config, place, reasons, trace, vm
 from tests.builders import k8s_list
 
@@ -24,7 +25,9 @@ RESERVED = {"berth.dev/reserved": "true"}
 
 
 def _steps(decision):
-    return [t.step for t in decision.steps]
+    """The steps of the configured chain that ran (berth's own rules, which run under any chain, and
+    skip here for pods without tags or policies, left out)."""
+    return [t.step for t in decision.steps if t.step.startswith("alloc/")]
 
 
 def test_a_pipe_feeds_each_member_what_the_one_before_left_and_stops_when_none_is_left():
@@ -73,8 +76,10 @@ def test_nested_lists_compose_like_the_seeds_example():
     names = build_pipeline(cfg, offline=False).names()
     assert names == [
         "pipe",
+        *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "alloc/hard-filter-running",
+        "tags/tag-affinity",
         ["or", "alloc/hard-filter-large-servers", ["pipe", "alloc/hard-filter-reserved", "alloc/identity"]],
         "alloc/pick-random",
     ]
@@ -82,13 +87,18 @@ def test_nested_lists_compose_like_the_seeds_example():
 
 def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_last():
     live = [s.name for s in flatten(default_chain(offline=False))]
-    assert not [n for n in live if n.startswith("kube/")]
+    # kube-scheduler runs its filters before berth is asked; its scores are berth's to rank by.
+    assert [n for n in live if n.startswith("kube/")] == ["kube/default-score"]
     position = {name: i for i, name in enumerate(live)}
     assert position["alloc/hard-filter-traits"] < position["alloc/hard-filter-min-ram"]
     assert position["alloc/hard-filter-locality-hints"] < position["tags/tag-affinity"]
     assert position["tags/require_without_tag"] < position["tags/tag-affinity"]
     assert position["tags/tag-affinity"] < position["alloc/hard-filter-large-servers"]
     assert position["alloc/hard-filter-large-servers"] < position["alloc/soft-filter-locality-hints"]
+    # What the user and the operator said first, then kube's default ranking, then the allocator's
+    # scorers, which break its ties.
+    assert position["alloc/soft-filter-locality-hints"] < position["kube/default-score"]
+    assert live[-7:-6] == ["kube/default-score"]
     assert live[-6:] == [
         "alloc/score-unreserved-ram",
         "alloc/score-unreserved-disk",
@@ -102,21 +112,41 @@ def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_la
 def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_live_they_are_dropped():
     cfg = chain("hard-filter-min-ram")
     offline = [s.name for s in flatten(build_pipeline(cfg, offline=True).chain)]
-    assert offline[:5] == [
-        "kube/node-ready",
-        "kube/node-unschedulable",
-        "kube/taints",
-        "kube/node-affinity",
-        "kube/resources",
-    ]
-    assert offline[5:] == ["alloc/hard-filter-min-ram"]
+    assert offline[: len(KUBE)] == list(KUBE)
+    assert offline[len(KUBE) :] == [*ALWAYS_HARD, "alloc/hard-filter-min-ram", "tags/tag-affinity"]
     named = chain("hard-filter-min-ram", "kube/taints")
     assert [s.name for s in flatten(build_pipeline(named, offline=True).chain)] == [
+        *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "kube/taints",
+        "tags/tag-affinity",
     ]
     assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
-        "alloc/hard-filter-min-ram"
+        *ALWAYS_HARD,
+        "alloc/hard-filter-min-ram",
+        "tags/tag-affinity",
+    ]
+
+
+def test_a_configured_chain_keeps_berths_own_rules_and_says_so():
+    """A configuration that leaves out the tag constraints, the PlacementPolicy step and the tier
+    still has them enforced, and its warnings say so; one that names them keeps them where it puts
+    them."""
+    left_out = chain("hard-filter-min-ram", "score-unreserved-ram")
+    assert any("leaves out tags/require_with_tag" in w for w in left_out.warnings)
+    steps = [s.name for s in flatten(build_pipeline(left_out, offline=False).chain)]
+    assert steps == [
+        *ALWAYS_HARD,
+        "alloc/hard-filter-min-ram",
+        "tags/tag-affinity",
+        "alloc/score-unreserved-ram",
+    ]
+    named = chain("tags/tag-affinity", "hard-filter-min-ram", *ALWAYS_HARD)
+    assert named.warnings == ()
+    assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
+        "tags/tag-affinity",
+        "alloc/hard-filter-min-ram",
+        *ALWAYS_HARD,
     ]
 
 

@@ -46,7 +46,12 @@ def test_simulate_with_a_config_runs_its_chain_and_its_weights(files, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert out["chosen"] == "small"
-    assert out["chain"][-2:] == ["alloc/hard-filter-min-ram", "alloc/score-unreserved-ram"]
+    # berth's own rules run under the configured chain: the tier before its first preference
+    assert out["chain"][-3:] == [
+        "alloc/hard-filter-min-ram",
+        "tags/tag-affinity",
+        "alloc/score-unreserved-ram",
+    ]
 
 
 def test_simulate_prints_the_deprecation_warning_of_server_spread(files, capsys):

@@ -59,7 +59,7 @@ def test_the_table_marks_the_chosen_node_and_aligns_columns(capsys):
     lines = out.splitlines()
     assert lines[0].startswith("pod shop/web-1: placed on node-d")
     header = lines[1]
-    assert header.split() == ["NODE", "FEASIBLE", "SCORE", "TAG-AFFINITY", "REASONS"]
+    assert header.split() == ["NODE", "FEASIBLE", "SCORE", "TAG-AFFINITY", "KUBE-SCORE", "REASONS"]
     chosen = lines[2]
     assert chosen.startswith("*") and "node-d" in chosen
     column = header.index("FEASIBLE")

@@ -39,9 +39,13 @@ decide_module = importlib.import_module("berth.engine.decide")
 SCENARIOS = {s.name: s for s in scenarios()}
 
 
-def _pipeline(chain: str):
+def _pipeline(chain: str, *, kube_scoring: bool = True):
+    """The chain by name; `kube_scoring=False`: the default one without kube-scheduler's scores, so
+    that thousands of candidates reach the allocator's scorers."""
     description = CHAINS[chain]
-    return build_pipeline(parse_config({"allocationDescription": description}) if description else None)
+    if description is None:
+        return build_pipeline(parse_config({"defaults": {"kube_default_scoring": kube_scoring}}))
+    return build_pipeline(parse_config({"allocationDescription": description}))
 
 
 def _fresh(nodes: list[Any], pods: dict[str, Any]) -> ClusterView:
@@ -245,7 +249,7 @@ def test_the_candidates_of_a_long_running_burst_are_found_once_however_many_dict
     """The engine keeps what it knows of its last few dicts; the nodes asked about pod after pod are
     looked up by name once, and again only once after other decisions pushed them out."""
     view = _small_view()
-    pipeline = _pipeline("default")
+    pipeline = _pipeline("default", kube_scoring=False)
     new = pod_from_k8s(SCENARIOS["allocator"].pod)
     names = view.node_names()
     lookups = []
@@ -274,7 +278,7 @@ def test_a_decision_read_after_later_decisions_shows_the_scores_it_was_made_with
         [node_from_k8s(o) for o in items if o["kind"] == "Node"],
         [pod_from_k8s(o) for o in items if o["kind"] == "Pod"],
     )
-    pipeline = _pipeline("default")
+    pipeline = _pipeline("default", kube_scoring=False)
     base = msgspec.structs.replace(pod_from_k8s(SCENARIOS["allocator"].pod), namespace="alone")
     pods = [
         msgspec.structs.replace(base, name=f"{base.name}-{i}", uid=f"{base.uid[:-6]}{i:06d}") for i in (1, 2)

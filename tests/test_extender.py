@@ -189,15 +189,15 @@ def test_a_deprecated_weighted_affinity_gets_one_warning_event(serve):
 
 
 def test_bind_puts_the_placement_record_on_the_binding_and_writes_no_event_by_default(serve):
-    # The default chain's scorers favour the node with the most unreserved memory.
-    client = serve(node("small", memory="8Gi"), node("big", memory="64Gi"), node("mid", memory="16Gi"))
-    chosen, _ = _schedule(client, pod("p", uid="u"), ["small", "big", "mid"])
-    assert chosen == "big"
-    assert client.bound == [("default/p", "big")]
+    # Two nodes alike: kube-scheduler's default scores tie, and the allocator's scorers break the tie.
+    client = serve(node("small", memory="8Gi"), node("big", memory="64Gi"), node("big2", memory="64Gi"))
+    chosen, _ = _schedule(client, pod("p", uid="u"), ["small", "big", "big2"])
+    assert chosen in ("big", "big2")
+    assert client.bound == [("default/p", chosen)]
     (record,) = client.records
     placer = client.app.state.placer
-    assert record["node"] == "big"
-    assert [name for name, _ in record["top"]] == ["big", "mid", "small"]
+    assert record["node"] == chosen
+    assert sorted(name for name, _ in record["top"]) == ["big", "big2"]
     assert record["score"] == record["top"][0][1]
     assert record["margin"] == round(record["top"][0][1] - record["top"][1][1], 6) > 0
     assert record["feasible"] == 3 and record["noChoice"] is False
@@ -213,7 +213,8 @@ def test_a_preference_with_one_finalist_records_no_margin(serve):
     )
     assert chosen == "n2"
     (record,) = client.records
-    assert record["top"] == [["n2", 1]] and "margin" not in record and record["feasible"] == 3
+    ((top, score),) = record["top"]
+    assert top == "n2" and score > 1 and "margin" not in record and record["feasible"] == 3
 
 
 def test_the_placement_events_asked_for_are_written_at_bind(serve):
@@ -227,7 +228,7 @@ def test_the_placement_events_asked_for_are_written_at_bind(serve):
     assert chosen == "n2"
     placed = [e for e in client.events if e[1] in ("Placed", "HighestAffinity", "FinalCandidates")]
     assert [e[1] for e in placed] == ["HighestAffinity", "Placed"]
-    assert placed[1][2].startswith("placed on n2 with score 1") and "seed" in placed[1][2]
+    assert placed[1][2].startswith("placed on n2 with score ") and "seed" in placed[1][2]
     assert "+1 on n2" in placed[0][2]
 
 

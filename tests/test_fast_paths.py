@@ -30,7 +30,7 @@ from berth.cluster.view import ClusterView
 from berth.engine import Decision, Phase, decide, flatten
 from berth.engine.chain import plain_path
 from berth.errors import InvalidConfig
-from berth.pipeline import REGISTRY, build_pipeline
+from berth.pipeline import KUBE, REGISTRY, build_pipeline
 from berth.vocab.alloc.config import parse_config
 from berth.vocab.alloc.registry import ALGORITHMS
 from berth.vocab.tag_steps import RequireWithoutTag
@@ -69,11 +69,118 @@ POLICIES = [
 ]
 
 
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def _selector(draw: st.DrawFn) -> dict[str, Any]:
+    app_name = draw(st.sampled_from([a for a, _ in APPS]))
+    return draw(
+        st.sampled_from(
+            [
+                {"matchLabels": {"app.kubernetes.io/name": app_name}},
+                {
+                    "matchExpressions": [
+                        {"key": "app.kubernetes.io/version", "operator": "In", "values": ["1.0"]}
+                    ]
+                },
+                {},
+            ]
+        )
+    )
+
+
+@st.composite
+def affinity_terms(draw: st.DrawFn) -> dict[str, Any]:
+    term: dict[str, Any] = {
+        "labelSelector": _selector(draw),
+        "topologyKey": draw(st.sampled_from([HOST, ZONE])),
+    }
+    pick = draw(st.integers(0, 5))
+    if pick == 0:
+        term["namespaces"] = ["default", "other"]
+    elif pick == 1:
+        term["namespaceSelector"] = {}
+    elif pick == 2:
+        term["matchLabelKeys"] = ["app.kubernetes.io/version"]
+    return term
+
+
+@st.composite
+def kube_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """What a pod may ask of kube-scheduler: pod (anti-)affinity, spreading, host ports, preferred
+    node affinity, tolerations."""
+    spec: dict[str, Any] = {}
+    affinity: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section: dict[str, Any] = {}
+        if draw(st.integers(0, 4)) == 0:
+            section["requiredDuringSchedulingIgnoredDuringExecution"] = [draw(affinity_terms())]
+        if draw(st.integers(0, 3)) == 0:
+            section["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": draw(st.integers(1, 100)), "podAffinityTerm": draw(affinity_terms())}
+            ]
+        if section:
+            affinity[kind] = section
+    if draw(st.integers(0, 4)) == 0:
+        affinity["nodeAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": draw(st.integers(1, 50)),
+                    "preference": {
+                        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["z-a"]}]
+                    },
+                }
+            ]
+        }
+    if affinity:
+        spec["affinity"] = affinity
+    if draw(st.integers(0, 4)) == 0:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": draw(st.integers(1, 3)),
+                "topologyKey": draw(st.sampled_from([HOST, ZONE])),
+                "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
+                "labelSelector": _selector(draw),
+                **({"minDomains": 3} if draw(st.integers(0, 3)) == 0 else {}),
+                **({"nodeTaintsPolicy": "Honor"} if draw(st.integers(0, 3)) == 0 else {}),
+            }
+        ]
+    if draw(st.integers(0, 6)) == 0:
+        spec["hostPorts"] = [8080]
+    if draw(st.integers(0, 3)) == 0:
+        spec["requests"] = {
+            "cpu": draw(st.sampled_from(["100m", "1"])),
+            "memory": draw(st.sampled_from(["128Mi", "2Gi"])),
+        }
+    return spec
+
+
+def _apply_kube(obj: dict[str, Any], spec: dict[str, Any], owner: str | None) -> dict[str, Any]:
+    body = obj["spec"]
+    container = body["containers"][0]
+    if "affinity" in spec:
+        body["affinity"] = spec["affinity"]
+    if "topologySpreadConstraints" in spec:
+        body["topologySpreadConstraints"] = spec["topologySpreadConstraints"]
+    if "hostPorts" in spec:
+        container["ports"] = [{"containerPort": p, "hostPort": p} for p in spec["hostPorts"]]
+    if "requests" in spec:
+        container.setdefault("resources", {})["requests"] = spec["requests"]
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "controller": True, "uid": owner}
+        ]
+    return obj
+
+
 @st.composite
 def nodes(draw: st.DrawFn, name: str) -> dict[str, Any]:
     labels: dict[str, str] = {}
     if draw(st.booleans()):
         labels["zone"] = draw(st.sampled_from(["z-a", "z-b", "z-c"]))
+    if draw(st.integers(0, 3)):
+        labels[ZONE] = draw(st.sampled_from(["eu-1a", "eu-1b", "eu-1c"]))
     for label, value in (
         ("berth.dev/reserved", "true"),
         ("node-role.kubernetes.io/control-plane", ""),
@@ -139,7 +246,8 @@ def running_pods(draw: st.DrawFn, name: str, node_names: list[str]) -> dict[str,
     tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
     if tags:
         obj["metadata"]["annotations"]["berth.dev/tags"] = json.dumps(tags)
-    return obj
+    owner = f"rs-{labels['app.kubernetes.io/name']}" if labels and draw(st.booleans()) else None
+    return _apply_kube(obj, draw(kube_specs()), owner)
 
 
 @st.composite
@@ -204,8 +312,15 @@ def incoming(draw: st.DrawFn, name: str) -> dict[str, Any]:
         uid=f"{abs(hash(name)) % 10**8:08d}-1111-4000-8000-{len(name):012d}",
     )
     if draw(st.integers(0, 4)) == 0:
-        obj["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
-    return obj
+        obj["spec"]["tolerations"] = [
+            draw(
+                st.sampled_from(
+                    [{"key": "dedicated", "operator": "Exists"}, {"key": "spot", "operator": "Exists"}]
+                )
+            )
+        ]
+    owner = f"rs-{app_name}" if draw(st.booleans()) else None
+    return _apply_kube(obj, draw(kube_specs()), owner)
 
 
 def configs() -> st.SearchStrategy[dict[str, Any]]:
@@ -223,7 +338,8 @@ def configs() -> st.SearchStrategy[dict[str, Any]]:
             "weight_current_platform": st.sampled_from([0.0, 1.0]),
             "weight_next_reboot": st.sampled_from([0.0, 0.5, -1.0]),
             "weight_uniform_random": st.sampled_from([0.0, 0.5]),
-            "server_spread": st.sampled_from(["min-ram", "max-ram", "min-owner", "random"]),
+            # (rarely: it leaves kube's scores out of the default chain)
+            "server_spread": st.sampled_from(["min-ram", "max-ram", "min-owner", "random", None]),
         },
     )
     packages = st.just(
@@ -232,17 +348,20 @@ def configs() -> st.SearchStrategy[dict[str, Any]]:
             "spread": {"alloc_server_spread": "min-owner", "quota": 5000, "overprovision_cpu": 2},
         }
     )
+    defaults = defaults.map(lambda d: {k: v for k, v in d.items() if v is not None})
     return st.fixed_dictionaries({"defaults": defaults, "packages": packages})
 
 
 @st.composite
 def chains(draw: st.DrawFn) -> list[Any] | None:
     """None (berth's default chain) or a pipe of steps drawn from every name a chain may hold."""
-    pick = draw(st.integers(0, 5))
+    pick = draw(st.integers(0, 6))
     if pick == 0:
         return None
     if pick == 1:  # the tag-affinity vocabulary alone, whose memos live across a burst
         return ["pipe", "tags/require_with_tag", "tags/require_without_tag", "tags/tag-affinity"]
+    if pick == 2:  # kube-scheduler's own filters and scores, as simulate runs them without berth's rules
+        return ["pipe", *KUBE, "kube/default-score", "score-uniform-random"]
     members: list[Any] = ["pipe"]
     if draw(st.booleans()):
         members.append("calculate-locality-hints")
@@ -261,6 +380,7 @@ class World:
     policies: list[dict[str, Any]]
     config: dict[str, Any]
     offline: bool
+    workloads: list[dict[str, Any]]
     # ("decide", pod, asked node indexes or None, node index the pod already sits on or None)
     # ("land", pod) ("leave", pod key) ("node", node)
     script: list[tuple[Any, ...]]
@@ -320,13 +440,34 @@ def worlds(draw: st.DrawFn, chain: Any = None) -> World:
                 changed = json.loads(json.dumps(draw(st.sampled_from(node_objs))))
                 fresh = draw(nodes(changed["metadata"]["name"]))
                 script.append(("node", fresh))
-    return World(node_objs, pods, policies, config, draw(st.booleans()), script)
+    workloads = [
+        {
+            "kind": "ReplicaSet",
+            "metadata": {"name": f"rs-{a}", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": a}}},
+        }
+        for a in {a for a, _ in APPS}
+        for ns in NAMESPACES
+        if draw(st.integers(0, 3))
+    ]
+    if draw(st.booleans()):
+        workloads.append(
+            {
+                "kind": "Service",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"selector": {"app.kubernetes.io/name": "web"}},
+            }
+        )
+    workloads.append({"kind": "Namespace", "metadata": {"name": "other", "labels": {"team": "b"}}})
+    return World(node_objs, pods, policies, config, draw(st.booleans()), workloads, script)
 
 
 def _view(world: World) -> ClusterView:
     view = ClusterView([node_from_k8s(o) for o in world.nodes], [pod_from_k8s(o) for o in world.pods])
     for policy in world.policies:
         view.upsert_policy(policy)
+    for workload in world.workloads:
+        view.upsert_workload(workload)
     return view
 
 
@@ -430,7 +571,7 @@ def _planted_world() -> World:
         uid="00000000-0000-4000-8000-000000000002",
     )
     chain = ["pipe", "tags/require_without_tag", "score-unreserved-ram"]
-    return World(nodes_, [db], [], {"allocationDescription": chain}, True, [("decide", new, None, None)])
+    return World(nodes_, [db], [], {"allocationDescription": chain}, True, [], [("decide", new, None, None)])
 
 
 def test_a_fast_path_changed_on_its_own_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

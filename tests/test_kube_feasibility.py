@@ -172,14 +172,21 @@ def test_init_containers_count_by_their_largest_and_overhead_adds(place):
 def test_kube_steps_run_only_on_the_offline_path():
     offline = [s.name for s in flatten(default_chain(offline=True))]
     live = [s.name for s in flatten(default_chain(offline=False))]
+    # kube-scheduler's filters in the order of its default profile, then its scores among berth's
+    # preferences; live, kube-scheduler has run the filters before it asks berth.
     assert [n for n in offline if n.startswith("kube/")] == [
         "kube/node-ready",
         "kube/node-unschedulable",
+        "kube/node-name",
         "kube/taints",
         "kube/node-affinity",
+        "kube/node-ports",
         "kube/resources",
+        "kube/topology-spread",
+        "kube/inter-pod-affinity",
+        "kube/default-score",
     ]
-    assert not [n for n in live if n.startswith("kube/")]
+    assert [n for n in live if n.startswith("kube/")] == ["kube/default-score"]
 
 
 @pytest.mark.parametrize(

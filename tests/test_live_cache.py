@@ -10,7 +10,7 @@ import httpx
 
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import Credentials, KubeClient
-from berth.cluster.live import LiveCluster
+from berth.cluster.live import WORKLOADS, LiveCluster
 from tests.api_server import api_server
 from tests.builders import node, pod
 
@@ -48,6 +48,9 @@ class FakeApi:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.lists: dict[str, list[list[dict]]] = {"/api/v1/nodes": [], "/api/v1/pods": []}
         self.watches: dict[str, list] = {"/api/v1/nodes": [], "/api/v1/pods": []}
+        for _, _, path in WORKLOADS:  # none unless a test lists some
+            self.lists[path] = [[]]
+            self.watches[path] = []
         self.objects: dict[str, dict | int] = {}
 
     def handler(self, request: httpx.Request) -> httpx.Response:

@@ -10,7 +10,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berth.cluster import ClusterView, load_snapshot, node_from_k8s, pod_from_k8s
+from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.snapshot import load_snapshot
+from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
 from tests.builders import k8s_list, node, pod
 

@@ -172,7 +172,9 @@ def test_a_real_choice_records_the_highest_affinity_and_final_candidates(place):
     reasons = [e.reason for e in decision.events]
     assert reasons == ["HighestAffinity", "FinalCandidates", "Placed"]
     assert "+1 on n2" in decision.events[0].message
-    assert decision.events[2].message.startswith("placed on n2 with score 1")
+    # The affinity's +1 on top of kube-scheduler's default score, by which n2 was the only finalist.
+    kube = decision.node("n2").parts["kube/default-score"].weighted
+    assert decision.events[2].message.startswith(f"placed on n2 with score {int(kube) + 1}")
 
 
 def test_a_tie_is_broken_by_the_seed_and_the_same_seed_gives_the_same_node(place):

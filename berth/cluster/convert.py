@@ -11,9 +11,22 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from berth import annotations as ann
-from berth.cluster.model import Node, Pod, Taint, Toleration
+from berth.cluster.model import (
+    AffinityTerm,
+    HostPort,
+    Node,
+    Pod,
+    PodAffinity,
+    SpreadConstraint,
+    Taint,
+    Toleration,
+    WeightedTerm,
+)
 from berth.cluster.quantity import resource_units
+from berth.cluster.selectors import Selector, parse_selector
 from berth.errors import SnapshotError
 from berth.vocab.tags import read_neighbour_tags
 
@@ -71,41 +84,79 @@ def node_from_k8s(obj: dict[str, Any]) -> Node:
     )
 
 
-def _sum(containers: list[dict[str, Any]], field: str, source: str, fallback: str | None = None) -> Counter:
+DEFAULT_CPU = 100  # millicores: kube-scheduler's scoring counts this for a container that requests none
+DEFAULT_MEMORY = 200 * 1024 * 1024
+NON_ZERO = {"cpu": DEFAULT_CPU, "memory": DEFAULT_MEMORY}
+
+
+def _container(c: dict[str, Any], field: str, source: str, fallback: str | None = None) -> Counter:
+    res = c.get("resources") or {}
+    values = dict(res.get(fallback) or {}) if fallback else {}
+    values.update(res.get(field) or {})
+    return Counter(_resources(values, source))
+
+
+def _aggregate(spec: dict[str, Any], per_container: Any) -> Counter:
+    """kube's AggregateContainerRequests (the sidecar KEP's formula) over `per_container(c)`: the
+    containers and the restartable init containers summed; each ordinary init container with the
+    restartable ones started before it; the larger of the two per resource."""
     total: Counter = Counter()
-    for c in containers:
-        res = c.get("resources") or {}
-        values = dict(res.get(fallback) or {}) if fallback else {}
-        values.update(res.get(field) or {})
-        total.update(_resources(values, source))
+    for c in spec.get("containers") or []:
+        total.update(per_container(c))
+    restartable: Counter = Counter()
+    inits: Counter = Counter()
+    for c in spec.get("initContainers") or []:
+        own = per_container(c)
+        if c.get("restartPolicy") == "Always":
+            total.update(own)
+            restartable.update(own)
+            own = Counter(restartable)
+        else:
+            own = own + restartable if restartable else own
+        for name, value in own.items():
+            inits[name] = max(inits[name], value)
+    for name, value in inits.items():
+        total[name] = max(total[name], value)
     return total
+
+
+def _pod_level(spec: dict[str, Any], totals: Counter, source: str) -> Counter:
+    """Pod-level requests of cpu and memory replace the containers' sum; then the overhead."""
+    pod_level = _resources((spec.get("resources") or {}).get("requests"), source)
+    for name in ("cpu", "memory"):
+        if name in pod_level:
+            totals[name] = pod_level[name]
+    totals.update(_resources(spec.get("overhead"), source))
+    return totals
 
 
 def pod_requests(spec: dict[str, Any], source: str) -> tuple[dict[str, int], dict[str, int]]:
     """(requests as kube-scheduler counts them, limits as the allocator counts them).
 
-    Requests: the sum over containers and restartable (sidecar) init containers, or the largest
-    ordinary init container if that is more, plus the pod overhead. Limits: per container its limit,
-    its request where it sets no limit, summed.
+    Requests: kube's PodRequests (containers, sidecars and init containers as the sidecar KEP adds
+    them up, pod-level requests, the pod overhead). Limits: per container its limit, its request where
+    it sets no limit, added up the same way, plus the overhead.
     """
-    containers = list(spec.get("containers") or [])
-    inits = list(spec.get("initContainers") or [])
-    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
-    ordinary = [c for c in inits if c.get("restartPolicy") != "Always"]
-    overhead = Counter(_resources(spec.get("overhead"), source))
-
-    requests = _sum(containers + sidecars, "requests", source)
-    for init in ordinary:
-        for name, value in _sum([init], "requests", source).items():
-            requests[name] = max(requests[name], value)
-    requests.update(overhead)
-
-    limits = _sum(containers + sidecars, "limits", source, fallback="requests")
-    for init in ordinary:
-        for name, value in _sum([init], "limits", source, fallback="requests").items():
-            limits[name] = max(limits[name], value)
-    limits.update(overhead)
+    requests = _pod_level(spec, _aggregate(spec, lambda c: _container(c, "requests", source)), source)
+    limits = _aggregate(spec, lambda c: _container(c, "limits", source, fallback="requests"))
+    limits.update(_resources(spec.get("overhead"), source))
     return dict(requests), dict(limits)
+
+
+def nonzero_requests(spec: dict[str, Any], source: str) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) as kube's resource scoring counts the pod: a container that
+    requests no cpu or no memory counts 100m or 200 MiB of it."""
+
+    def with_defaults(c: dict[str, Any]) -> Counter:
+        own = _container(c, "requests", source)
+        declared = (c.get("resources") or {}).get("requests") or {}
+        for name, value in NON_ZERO.items():
+            if name not in declared:
+                own[name] += value
+        return own
+
+    totals = _pod_level(spec, _aggregate(spec, with_defaults), source)
+    return totals.get("cpu", 0), totals.get("memory", 0)
 
 
 def _word(value: Any) -> Any:
@@ -128,6 +179,138 @@ def _shared_items(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     return dict(items)
 
 
+def _term(raw: Any, field: str, namespace: str, labels: dict[str, str]) -> AffinityTerm:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{field}: should be a pod affinity term (an object)")
+    selector, problems = parse_selector(raw.get("labelSelector"), f"{field}.labelSelector")
+    ns_selector: Selector | None = None
+    if raw.get("namespaceSelector") is not None:
+        ns_selector, more = parse_selector(raw.get("namespaceSelector"), f"{field}.namespaceSelector")
+        problems += more
+    topology = raw.get("topologyKey")
+    if not isinstance(topology, str) or not topology:
+        problems.append(f"{field}.topologyKey: is required")
+    if problems:
+        raise ValueError(problems[0])
+    # As the API server does: matchLabelKeys add `key In (the pod's value)`, mismatchLabelKeys
+    # `key NotIn (the pod's value)`, for the keys the pod carries (nothing with no labelSelector).
+    if raw.get("labelSelector") is not None:
+        merged = tuple(
+            (key, op, frozenset((labels[key],)))
+            for keys, op in ((raw.get("matchLabelKeys"), "In"), (raw.get("mismatchLabelKeys"), "NotIn"))
+            for key in keys or ()
+            if key in labels
+        )
+        selector = selector.with_expressions(merged)
+    names = frozenset(raw.get("namespaces") or ())
+    if not names and ns_selector is None:
+        names = frozenset((namespace,))
+    return AffinityTerm(selector, topology, names, ns_selector)
+
+
+def _weighted(raw: Any, field: str, namespace: str, labels: dict[str, str]) -> WeightedTerm:
+    if not isinstance(raw, dict) or not isinstance(raw.get("weight"), int):
+        raise ValueError(f"{field}: should be an object with weight and podAffinityTerm")
+    return WeightedTerm(
+        raw["weight"], _term(raw.get("podAffinityTerm"), f"{field}.podAffinityTerm", namespace, labels)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _compiled_affinity(raw: bytes, namespace: str, labels: tuple[tuple[str, str], ...]) -> PodAffinity | None:
+    """A pod's pod (anti-)affinity, compiled once for every pod with the same one."""
+    affinity = orjson.loads(raw)
+    on = {k: v for k, v in labels}
+    parts: dict[str, Any] = {}
+    for kind, short in (("podAffinity", ""), ("podAntiAffinity", "_anti")):
+        section = affinity.get(kind) or {}
+        base = f"spec.affinity.{kind}"
+        required = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        preferred = section.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        parts[f"required{short}"] = tuple(
+            _term(t, f"{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", namespace, on)
+            for i, t in enumerate(required)
+        )
+        parts[f"preferred{short}"] = tuple(
+            _weighted(t, f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]", namespace, on)
+            for i, t in enumerate(preferred)
+            if isinstance(t, dict) and t.get("weight") != 0
+        )
+    compiled = PodAffinity(**parts)
+    return compiled if any(parts.values()) else None
+
+
+def _pod_affinity(spec: dict[str, Any], namespace: str, labels: dict[str, str]) -> PodAffinity | None:
+    affinity = spec.get("affinity") or {}
+    wanted = {k: affinity[k] for k in ("podAffinity", "podAntiAffinity") if affinity.get(k)}
+    if not wanted:
+        return None
+    raw = orjson.dumps(wanted, option=orjson.OPT_SORT_KEYS)
+    # Only label keys a term names can change the compiled terms.
+    keyed = b"LabelKeys" in raw
+    return _compiled_affinity(raw, namespace, tuple(sorted(labels.items())) if keyed else ())
+
+
+def _spread(spec: dict[str, Any], labels: dict[str, str]) -> tuple[SpreadConstraint, ...]:
+    out = []
+    for i, raw in enumerate(spec.get("topologySpreadConstraints") or []):
+        field = f"spec.topologySpreadConstraints[{i}]"
+        if not isinstance(raw, dict):
+            raise ValueError(f"{field}: should be an object")
+        selector, problems = parse_selector(raw.get("labelSelector"), f"{field}.labelSelector")
+        skew, key, action = raw.get("maxSkew"), raw.get("topologyKey"), raw.get("whenUnsatisfiable")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
+            problems.append(f"{field}.maxSkew: should be a whole number of at least 1")
+        if not isinstance(key, str) or not key:
+            problems.append(f"{field}.topologyKey: is required")
+        if action not in ("DoNotSchedule", "ScheduleAnyway"):
+            problems.append(f"{field}.whenUnsatisfiable: should be DoNotSchedule or ScheduleAnyway")
+        domains = raw.get("minDomains")
+        if domains is not None and (not isinstance(domains, int) or isinstance(domains, bool) or domains < 1):
+            problems.append(f"{field}.minDomains: should be a whole number of at least 1")
+        policies = {}
+        for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            value = raw.get(name)
+            if value is not None and value not in ("Honor", "Ignore"):
+                problems.append(f"{field}.{name}: should be Honor or Ignore")
+            policies[name] = value
+        if problems:
+            raise ValueError(problems[0])
+        match = {k: labels[k] for k in raw.get("matchLabelKeys") or () if k in labels}
+        out.append(
+            SpreadConstraint(
+                max_skew=skew,
+                topology_key=key,
+                when_unsatisfiable=action,
+                selector=selector.with_labels(match),
+                min_domains=domains or 1,
+                node_affinity_policy=policies["nodeAffinityPolicy"] or "Honor",
+                node_taints_policy=policies["nodeTaintsPolicy"] or "Ignore",
+            )
+        )
+    return tuple(out)
+
+
+def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports of the containers and restartable init containers (kube's NodePorts)."""
+    containers = list(spec.get("containers") or [])
+    containers += [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    ports = []
+    for c in containers:
+        for port in c.get("ports") or []:
+            host = port.get("hostPort") or 0
+            if isinstance(host, int) and host > 0:
+                ports.append(HostPort(host, port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0"))
+    return tuple(ports)
+
+
+def _controller(meta: dict[str, Any]) -> tuple[str, str] | None:
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return (_word(ref.get("kind") or ""), ref.get("name") or "")
+    return None
+
+
 def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", record: bool = True) -> Pod:
     """A pod as berth reads it; `record=False` leaves out its placement record (the live cache, which
     never reads it, keeps memory per pod small and annotation maps shared)."""
@@ -142,14 +325,20 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
     annotations = _berth_annotations(meta, source)
     placement = annotations.pop(ann.PLACEMENT_RECORD, "")
     requests, limits = pod_requests(spec, source)
-    node_affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
+    nonzero_cpu, nonzero_memory = nonzero_requests(spec, source)
+    node_affinity_spec = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    node_affinity = node_affinity_spec.get("requiredDuringSchedulingIgnoredDuringExecution")
+    labels = meta.get("labels") or {}
+    try:
+        affinity = _pod_affinity(spec, namespace, labels)
+        spread = _spread(spec, labels)
+    except ValueError as exc:
+        raise SnapshotError(str(exc), source=source) from exc
     return Pod(
         namespace=_word(namespace),
         name=name,
         uid=meta.get("uid", ""),
-        labels=_shared(meta.get("labels") or {}),
+        labels=_shared(labels),
         annotations=_shared(annotations),
         node_name=_word(spec.get("nodeName") or ""),
         phase=_word(status.get("phase") or "Pending"),
@@ -168,6 +357,16 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
             for t in spec.get("tolerations") or []
         ),
         required_node_affinity=node_affinity or None,
+        preferred_node_affinity=tuple(
+            t for t in node_affinity_spec.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ),
+        affinity=affinity,
+        spread=spread,
+        host_ports=_host_ports(spec),
+        controller=_controller(meta),
+        nonzero_cpu=nonzero_cpu,
+        nonzero_memory=nonzero_memory,
+        deleting=bool(meta.get("deletionTimestamp")),
         creation=meta.get("creationTimestamp", "") or "",
         record=placement if record else "",
     )
@@ -228,18 +427,56 @@ def _count(spec: dict[str, Any], field: str, obj: dict[str, Any]) -> int:
     return value
 
 
+# The controller that owns a workload's pods, as kube's default spreading reads it: a Deployment's
+# pods belong to its ReplicaSet, the other kinds own their pods themselves.
+OWNING_KIND = {
+    "Deployment": "ReplicaSet",
+    "ReplicaSet": "ReplicaSet",
+    "StatefulSet": "StatefulSet",
+    "ReplicationController": "ReplicationController",
+}
+
+
+def replica_owner(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The controller a workload's pods would have (its ReplicaSet for a Deployment), with the
+    workload's selector, as an object the cluster view reads (ClusterView.upsert_workload); None for
+    kinds whose pods kube does not spread by their controller (Job, DaemonSet)."""
+    kind = OWNING_KIND.get(obj.get("kind") or "")
+    if kind is None:
+        return None
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    selector = spec.get("selector")
+    if kind == "ReplicationController":
+        selector = selector or template_labels
+    elif selector is None:
+        selector = {"matchLabels": template_labels}
+    return {
+        "kind": kind,
+        "metadata": {"name": meta.get("name") or "pod", "namespace": meta.get("namespace") or "default"},
+        "spec": {"selector": selector},
+    }
+
+
 def replica_pods(obj: dict[str, Any], count: int) -> list[dict[str, Any]]:
     """`count` pods of the object's template named `<name>-0`...`<name>-<count-1>` as a StatefulSet
-    names them, each with its own uid, so that each is a distinct neighbour of the next."""
+    names them, each with its own uid, so that each is a distinct neighbour of the next, and owned by
+    the workload's controller (replica_owner)."""
     template = pod_template(obj)
     if template is None:
         return []
     meta = template.get("metadata") or {}
     base = (obj.get("metadata") or {}).get("name") or meta.get("name") or "pod"
     namespace = meta.get("namespace") or "default"
+    owner = replica_owner(obj)
+    refs = [{"kind": owner["kind"], "name": owner["metadata"]["name"], "controller": True}] if owner else None
     pods = []
     for i in range(count):
         name = f"{base}-{i}"
         uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"berth-simulate/{namespace}/{name}"))
-        pods.append({**template, "metadata": {**meta, "name": name, "namespace": namespace, "uid": uid}})
+        pod_meta = {**meta, "name": name, "namespace": namespace, "uid": uid}
+        if refs:
+            pod_meta["ownerReferences"] = refs
+        pods.append({**template, "metadata": pod_meta})
     return pods

@@ -40,6 +40,17 @@ VERIFY_EVERY_SECONDS = 5.0
 GONE_REMEMBERED = 10_000
 
 
+# (kind, name, list path): the objects whose selectors and labels kube-scheduler's default spreading
+# and pod affinity read (ClusterView.upsert_workload).
+WORKLOADS = (
+    ("Service", "services", "/api/v1/services"),
+    ("ReplicaSet", "replicasets", "/apis/apps/v1/replicasets"),
+    ("StatefulSet", "statefulsets", "/apis/apps/v1/statefulsets"),
+    ("ReplicationController", "replicationcontrollers", "/api/v1/replicationcontrollers"),
+    ("Namespace", "namespaces", "/api/v1/namespaces"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     node: str
@@ -208,8 +219,29 @@ class LiveCluster:
                 optional=True,
             )
         )
+        # What kube's default spreading and pod affinity read: selectors and namespace labels.
+        for kind, name, path in WORKLOADS:
+            self.kinds.append(self._workload_kind(kind, name, path))
         self.reflectors = [Reflector(client, k, self) for k in self.kinds]
         self._tasks: list[asyncio.Task] = []
+
+    def _workload_kind(self, kind: str, name: str, path: str) -> Kind:
+        view = self.view
+
+        def forget(key: str) -> None:
+            namespace, _, rest = key.rpartition("/")
+            view.remove_workload(kind, namespace, rest)
+
+        return Kind(
+            name,
+            path,
+            {},
+            apply=lambda o: view.upsert_workload(o, kind),
+            delete=lambda o: forget(_meta_key(o)),
+            keys=lambda: view.workload_keys(kind),
+            key_of=_meta_key,
+            forget=forget,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -397,6 +429,16 @@ async def fetch_snapshot(creds: Credentials) -> Snapshot:
             view.add_pod(pod_from_k8s(obj))
         for obj in policies:
             view.upsert_policy(obj)
+        for kind, _, path in WORKLOADS:
+            try:
+                objects, _ = await client.list_pages(path)
+            except ApiError as exc:  # not allowed to read them: kube's default spreading by workload is lost
+                if exc.status not in (403, 404):
+                    raise
+                log.warning("cannot list %s (%s): kube's default spreading leaves them out", path, exc.status)
+                continue
+            for obj in objects:
+                view.upsert_workload(obj, kind)
         return Snapshot(view=view, policies=policies, source="live")
     finally:
         await client.aclose()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from berth.cluster.selectors import Selector
+
 
 class Taint(msgspec.Struct, frozen=True, gc=False):
     key: str
@@ -35,6 +37,55 @@ class Toleration(msgspec.Struct, frozen=True, gc=False):
             return True
         # An empty key with operator Exists matches everything; Equal needs key and value.
         return bool(self.key) and self.value == taint.value
+
+
+class AffinityTerm(msgspec.Struct, frozen=True, gc=False):
+    """A pod (anti-)affinity term, its label selector with matchLabelKeys and mismatchLabelKeys merged
+    in (as the API server does), and the namespaces it looks at: `namespaces` (the pod's own when the
+    term names none and has no namespaceSelector) or the namespaces `namespace_selector` selects."""
+
+    selector: Selector
+    topology_key: str
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: Selector | None = None
+
+
+class WeightedTerm(msgspec.Struct, frozen=True, gc=False):
+    weight: int
+    term: AffinityTerm
+
+
+class PodAffinity(msgspec.Struct, frozen=True, gc=False):
+    """spec.affinity.podAffinity and podAntiAffinity, compiled; pods of a workload share one."""
+
+    required: tuple[AffinityTerm, ...] = ()
+    required_anti: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[WeightedTerm, ...] = ()
+    preferred_anti: tuple[WeightedTerm, ...] = ()
+
+
+class SpreadConstraint(msgspec.Struct, frozen=True, gc=False):
+    """A topologySpreadConstraint, matchLabelKeys merged into its selector."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: Selector
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+class HostPort(msgspec.Struct, frozen=True, gc=False):
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+    def conflicts(self, other: HostPort) -> bool:
+        """kube's NodePorts rule: the same port and protocol on the same address or a wildcard one."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        return self.ip == other.ip or "0.0.0.0" in (self.ip, other.ip)
 
 
 class Node(msgspec.Struct, frozen=True, gc=False):
@@ -79,6 +130,18 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     tolerations: tuple[Toleration, ...] = ()
     # spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, as written.
     required_node_affinity: dict | None = None
+    # spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution, as written.
+    preferred_node_affinity: tuple[dict, ...] = ()
+    affinity: PodAffinity | None = None
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    # The controller ownerReference, (kind, name): kube's default spreading selects by it.
+    controller: tuple[str, str] | None = None
+    # What kube's resource scoring counts: requests with 100m CPU and 200 MiB for each container
+    # that sets none (cpu in millicores, memory in bytes).
+    nonzero_cpu: int = 0
+    nonzero_memory: int = 0
+    deleting: bool = False  # metadata.deletionTimestamp is set
     creation: str = ""
     # The berth.dev/placement record berth wrote at binding (not kept by the extender's live cache).
     record: str = ""

@@ -1,7 +1,10 @@
-"""Cluster snapshots: what `kubectl get nodes,pods,placementpolicies -A -o yaml` writes.
+"""Cluster snapshots: what `kubectl get nodes,pods,placementpolicies -A -o yaml` writes (add
+`services,replicasets,statefulsets,namespaces` for kube's default spreading by workload).
 
 A file holds a Kubernetes `List`, one object, or several YAML documents (lists may nest). Nodes, pods
 and PlacementPolicy objects (compiled) become the view; the policies are also kept as written.
+Services, ReplicaSets, StatefulSets, ReplicationControllers and Namespaces give the selectors and labels
+kube-scheduler's default spreading and pod affinity read.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
 
+# What kube's default spreading and pod affinity read besides nodes and pods (ClusterView.upsert_workload).
+WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController", "Namespace")
 # libyaml when PyYAML was built with it: the pure-Python loader takes minutes on 150k pods.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -97,6 +102,8 @@ def _load(path: str | Path) -> Snapshot:
             elif kind == "PlacementPolicy":
                 policies.append(obj)
                 view.upsert_policy(obj)  # an invalid one is kept, not Ready: the pods it governs are refused
+            elif kind in WORKLOAD_KINDS:
+                view.upsert_workload(obj)
         except SnapshotError as exc:
             raise SnapshotError(exc.message, source=str(path)) from exc
     for pod in pods:

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from berth import annotations as ann
-from berth.cluster.model import Node, Pod
+from berth.cluster.model import Node, Pod, PodAffinity
 from berth.cluster.names import NameTable
+from berth.cluster.selectors import Selector, parse_selector, selector_of_set
 from berth.vocab.policy.compile import CompiledPolicy, missing_policy, reload_policy
 
 
@@ -48,6 +49,9 @@ class NodeState:
     owners: Counter = field(default_factory=Counter)
     requested: Counter = field(default_factory=Counter)
     limited: Counter = field(default_factory=Counter)
+    # kube's resource scoring: requests with 100m CPU / 200 MiB for containers that set none
+    nonzero_cpu: int = 0
+    nonzero_memory: int = 0
     # pods whose limits set no cpu: the allocator's "uncapped" instances (capness, min-cpu)
     uncapped: int = 0
     # bumped by every change of the node record or of the pods on it: a decision about this node made
@@ -72,6 +76,8 @@ class NodeState:
                 counter[name] += sign * value
         if not pod.limits.get("cpu"):
             self.uncapped += sign
+        self.nonzero_cpu += sign * pod.nonzero_cpu
+        self.nonzero_memory += sign * pod.nonzero_memory
 
     def add(self, pod: Pod, key: str | None = None) -> None:
         self.pods[key or pod.key] = pod
@@ -98,6 +104,11 @@ COLUMN_LOG = 4096
 OWNER_LOG = 128  # twice what the spread mends at most (MENDED_AT_MOST)
 # node_memo starts afresh beyond this many entries (a few per step and per PlacementPolicy in use).
 NODE_MEMO_ENTRIES = 512
+# Label selectors whose matching pods are counted per node, per namespace (the least used is dropped
+# beyond this, and counted again from the namespace's pods if it is asked for again).
+SELECTORS_KEPT = 256
+# The workload kinds whose selector kube-scheduler's default spreading reads (helper.DefaultSelector).
+CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -269,6 +280,20 @@ class ClusterView:
         # What depends on the node records alone (cleared when a node changes), and numbers per node.
         self._node_memo: dict[Hashable, Any] = {}
         self._columns: dict[Hashable, NodeColumn] = {}
+        # namespace -> label selector -> node -> placed pods of the namespace it matches (kube's
+        # spreading and pod affinity count through these; each is kept up to date once asked for)
+        self._selected: dict[str, dict[Selector, Counter]] = {}
+        # the pods with pod (anti-)affinity terms, by their terms: terms -> node -> pods placed there
+        self._with_affinity: dict[PodAffinity, Counter] = {}
+        self.affinity_generation = 0  # bumped when _with_affinity changes
+        # What kube's default spreading reads: Services' selectors by namespace, and the selectors of
+        # ReplicaSets, StatefulSets and ReplicationControllers by (namespace, kind, name); namespace
+        # labels (namespaceSelector of pod affinity terms).
+        self._services: dict[str, dict[str, dict[str, str]]] = {}
+        self._controllers: dict[tuple[str, str, str], Selector] = {}
+        self._namespace_labels: dict[str, dict[str, str]] = {}
+        self.workload_generation = 0
+        self._default_selectors: dict[tuple, Selector | None] = {}
         self._sorted_names: list[str] | None = None
         self._slots: Slots | None = None
         self._name_table: NameTable | None = None
@@ -360,6 +385,64 @@ class ClusterView:
         else:
             column.refresh(self._nodes)
         return column
+
+    def selected_nodes(self, namespace: str, selector: Selector) -> Mapping[str, int]:
+        """Node -> the placed pods of `namespace` on it that `selector` matches (pods being deleted
+        left out, as kube-scheduler counts for spreading); read-only. Counted from the namespace's
+        pods the first time, then kept up to date with every pod placed or removed."""
+        per_ns = self._selected.get(namespace)
+        if per_ns is None:
+            per_ns = self._selected[namespace] = {}
+        counts = per_ns.get(selector)
+        if counts is not None:
+            per_ns[selector] = per_ns.pop(selector)  # the most recently used last
+            return counts
+        if len(per_ns) >= SELECTORS_KEPT:
+            del per_ns[next(iter(per_ns))]
+        counts = per_ns[selector] = Counter()
+        for pod in self._by_namespace.get(namespace, {}).values():
+            if pod.node_name in self._nodes and not pod.deleting and selector.matches(pod.labels):
+                counts[pod.node_name] += 1
+        return counts
+
+    def pods_with_affinity(self) -> Mapping[PodAffinity, Mapping[str, int]]:
+        """The placed pods that carry pod (anti-)affinity terms, by their terms: terms -> node ->
+        pods placed there; read-only (kube's symmetry and its scoring of existing pods' terms)."""
+        return self._with_affinity
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self._namespace_labels.get(namespace, {})
+
+    def namespace_names(self) -> set[str]:
+        """Every namespace berth knows of: those with pods and the Namespace objects."""
+        return set(self._by_namespace) | set(self._namespace_labels)
+
+    def default_selector(self, pod: Pod) -> Selector | None:
+        """kube-scheduler's default spreading selector for the pod (helper.DefaultSelector): the
+        selectors of the Services of its namespace that select it, merged, and its controller's
+        (ReplicaSet, StatefulSet, ReplicationController) when the view holds it; None when empty."""
+        key = (pod.namespace, tuple(sorted(pod.labels.items())), pod.controller)
+        if key in self._default_selectors:
+            return self._default_selectors[key]
+        merged: dict[str, str] = {}
+        for _, chosen in sorted(self._services.get(pod.namespace, {}).items()):
+            if chosen and all(pod.labels.get(k) == v for k, v in chosen.items()):
+                merged.update(chosen)
+        selector = selector_of_set(merged)
+        if pod.controller is not None and pod.controller[0] in CONTROLLER_KINDS:
+            owner = self._controllers.get((pod.namespace, *pod.controller))
+            if owner is not None and pod.controller[0] == "ReplicationController":
+                selector = selector.with_labels(dict(owner.labels))
+            elif owner is not None and not owner.nothing:
+                selector = Selector(
+                    labels=tuple(sorted(set(selector.labels) | set(owner.labels))),
+                    expressions=selector.expressions + owner.expressions,
+                )
+        found = None if selector.empty or selector.nothing else selector
+        if len(self._default_selectors) >= SELECTORS_KEPT * 16:
+            self._default_selectors.clear()
+        self._default_selectors[key] = found
+        return found
 
     def state(self, name: str) -> NodeState | None:
         return self._nodes.get(name)
@@ -571,8 +654,66 @@ class ClusterView:
                     self._tag_versions.pop((pod.namespace, tag), None)
             if not per_tag:
                 del self._tag_nodes[pod.namespace]
+        selected = self._selected.get(pod.namespace)
+        if selected and not pod.deleting:
+            for selector, counts in selected.items():
+                if selector.matches(pod.labels):
+                    count = counts[node] + sign
+                    if count > 0:
+                        counts[node] = count
+                    else:
+                        del counts[node]
+        if pod.affinity is not None:
+            _bump(self._with_affinity, pod.affinity, node, sign)
+            self.affinity_generation += 1
         if self._columns:
             self._touch(node)
+
+    # -- what kube's default spreading and pod affinity read ------------------------------------
+    def upsert_workload(self, obj: Mapping[str, Any], kind: str | None = None) -> None:
+        """Add or replace a Service, ReplicaSet, StatefulSet or ReplicationController (only its
+        selector is kept) or a Namespace (its labels); other kinds are ignored. `kind` for objects
+        that do not say (the items of a list)."""
+        kind = kind or obj.get("kind")
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        if kind == "Namespace":
+            self._namespace_labels[name] = dict(meta.get("labels") or {})
+        elif kind == "Service":
+            chosen = spec.get("selector")
+            self._services.setdefault(namespace, {})[name] = dict(chosen) if isinstance(chosen, dict) else {}
+        elif kind == "ReplicationController":
+            chosen = spec.get("selector")
+            self._controllers[namespace, kind, name] = selector_of_set(
+                chosen if isinstance(chosen, dict) else {}
+            )
+        elif kind in CONTROLLER_KINDS:
+            self._controllers[namespace, kind, name] = parse_selector(spec.get("selector"), "spec.selector")[
+                0
+            ]
+        else:
+            return
+        self.workload_generation += 1
+        self._default_selectors.clear()
+
+    def workload_keys(self, kind: str) -> set[str]:
+        """The keys (namespace/name; a Namespace's name) of the objects of `kind` the view holds."""
+        if kind == "Namespace":
+            return set(self._namespace_labels)
+        if kind == "Service":
+            return {f"{ns}/{name}" for ns, names in self._services.items() for name in names}
+        return {f"{ns}/{name}" for ns, k, name in self._controllers if k == kind}
+
+    def remove_workload(self, kind: str, namespace: str, name: str) -> None:
+        if kind == "Namespace":
+            self._namespace_labels.pop(name, None)
+        elif kind == "Service":
+            self._services.get(namespace, {}).pop(name, None)
+        else:
+            self._controllers.pop((namespace, kind, name), None)
+        self.workload_generation += 1
+        self._default_selectors.clear()
 
     # -- placement policies --------------------------------------------------------------------
     def upsert_policy(self, obj: Mapping[str, Any]) -> CompiledPolicy:

@@ -76,9 +76,9 @@ def _plain_selected(step: SetFilter, cands: Candidates, prepared: Any, ctx: PodC
     return {n: r for n, r in step.select(list(cands.values()), prepared, ctx).items() if n in cands}
 
 
-def _plain_values(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> dict[str, int]:
+def _plain_values(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext) -> Mapping[str, int]:
     value = step.value
-    return {n: value(s, prepared, ctx) for n, s in cands.items()}
+    return step.normalise({n: value(s, prepared, ctx) for n, s in cands.items()}, prepared, ctx)
 
 
 def _plain_raws(step: Scorer, cands: Candidates, prepared: Any, ctx: PodContext) -> list[float]:

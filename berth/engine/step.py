@@ -6,7 +6,8 @@ for this pod (no prefer_* tags, no policy). The per-node method reads only that 
 counters, and it alone produces a Reason.
 
 Each phase class also has a set-level method the engine calls (`removals`, `select_among`, `values`,
-`raws`). By default it asks the per-node method node by node; a step that can find the few nodes it
+`raws`). By default it asks the per-node method node by node (a tier's `normalise` then turns what
+its nodes gave into the values it ranks by, over all of them); a step that can find the few nodes it
 acts on through the view's indexes (the nodes holding a tag, the nodes running an app) overrides it,
 so that a decision does not cost O(nodes) Python calls per step. The per-node method stays the
 definition: an override must give the same answer.
@@ -217,10 +218,18 @@ class Tier(Step):
     def value(self, state: NodeState, prepared: Any, ctx: PodContext) -> int:
         raise NotImplementedError
 
+    def normalise(self, values: Mapping[str, Any], prepared: Any, ctx: PodContext) -> Mapping[str, int]:
+        """The candidates' values from what `value` gave each of them, for a tier whose value of one
+        node depends on the others' (kube's scores are normalised over the candidates): as they are
+        by default."""
+        return values
+
     def values(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> Mapping[str, int]:
         """Node -> value; a node left out is at 0 (a sparse override names only the others)."""
         value = self.value
-        return {name: value(state, prepared, ctx) for name, state in cands.items()}
+        return self.normalise(
+            {name: value(state, prepared, ctx) for name, state in cands.items()}, prepared, ctx
+        )
 
     def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
         raise NotImplementedError

@@ -16,12 +16,13 @@ from berth.engine.ledger import Excluded, Sparse
 from berth.engine.slots import memo_for
 from berth.engine.step import NodeFilter, PodContext, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
+from berth.vocab import step_names
 from berth.vocab.json_annotation import show
 from berth.vocab.tags import PREFER_WITH, PREFER_WITHOUT, REQUIRE_WITH, REQUIRE_WITHOUT, TagAffinity
 
-REQUIRE_WITH_STEP = "tags/require_with_tag"
-REQUIRE_WITHOUT_STEP = "tags/require_without_tag"
-TAG_AFFINITY_STEP = "tags/tag-affinity"
+REQUIRE_WITH_STEP = step_names.REQUIRE_WITH_TAG
+REQUIRE_WITHOUT_STEP = step_names.REQUIRE_WITHOUT_TAG
+TAG_AFFINITY_STEP = step_names.TAG_AFFINITY
 
 
 def _affinity(ctx: PodContext) -> TagAffinity:

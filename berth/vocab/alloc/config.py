@@ -25,7 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from berth.errors import InvalidConfig
-from berth.vocab.alloc.description import Description, check_names, parse_description, show_value
+from berth.vocab import step_names
+from berth.vocab.alloc.description import Description, check_names, names_in, parse_description, show_value
 from berth.vocab.alloc.values import (
     PLATFORM_SHAPE,
     PlatformMap,
@@ -99,6 +100,9 @@ class Defaults(_Model):
     weight_unreserved_ram: float = _weight(2.0)
     # berth's addition (CNAPI's key): hard-filter-min-free-disk's threshold in MiB; unset skips it.
     minimum_free_disk: int | None = Field(default=None, ge=0)
+    # berth's addition: the default chain ranks by kube-scheduler's default scores (kube/default-score)
+    # before the allocator's scorers; false leaves the ranking to the allocator's scorers alone.
+    kube_default_scoring: bool = True
 
     @property
     def spread(self) -> str | None:
@@ -238,6 +242,14 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
             f"defaults.server_spread is deprecated: {defaults.server_spread!r} is applied as {target}: "
             f"{value:g} with the other spreading weights at 0{overridden}; set the weight_* keys instead"
         )
+    if description is not None:
+        left_out = [n for n in step_names.ALWAYS if n not in names_in(description)]
+        if left_out:
+            warnings.append(
+                f"allocationDescription leaves out {', '.join(left_out)}: berth's own rules hold under any "
+                "chain, so they run anyway (the hard filters before the chain, tags/tag-affinity before its "
+                "first step that is not a hard filter)"
+            )
     for name, pkg in packages.items():
         if pkg.spread is not None:
             key = SPREAD_TARGET[pkg.spread][0]

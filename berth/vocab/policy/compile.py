@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
+from berth.cluster.selectors import Selector
 from berth.errors import InvalidPolicy
 from berth.vocab.policy import model as m
 from berth.vocab.policy.cel import CompiledRule, check_rule
@@ -335,30 +336,6 @@ def effective(policy: m.Policy, path: str, problems: list[str]) -> Predicate:
         return tree
     # NO_TAG first: it is cheap, and its "no" is one no eviction can help.
     return Composite((NoTag(added_to=policy.type), tree), "AND")
-
-
-@dataclass(frozen=True, slots=True)
-class Selector:
-    """A compiled label selector; every pair and every expression must hold."""
-
-    labels: tuple[tuple[str, str], ...] = ()
-    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        for key, value in self.labels:
-            if labels.get(key) != value:
-                return False
-        for key, operator, values in self.expressions:
-            present = key in labels
-            if operator == "In" and not (present and labels[key] in values):
-                return False
-            if operator == "NotIn" and present and labels[key] in values:
-                return False
-            if operator == "Exists" and not present:
-                return False
-            if operator == "DoesNotExist" and present:
-                return False
-        return True
 
 
 def _selector(selector: m.LabelSelector) -> Selector:

@@ -19,10 +19,11 @@ from berth.engine.ledger import Sparse
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.errors import InvalidPolicy
+from berth.vocab import step_names
 from berth.vocab.policy.cel import CompiledRule, node_context, pod_context, session_context
 from berth.vocab.policy.compile import CompiledPolicy, Failure
 
-POLICY_STEP = "policy/placement-policy"
+POLICY_STEP = step_names.PLACEMENT_POLICY
 
 
 class _Probe:

@@ -1,15 +1,16 @@
-"""Basic Kubernetes feasibility, for the offline path only.
+"""kube-scheduler's node filters, for the offline path only (simulate, audit, capacity, what-if).
 
 kube-scheduler checks these before it asks the extender, so the extender's chain leaves them out; an
 offline answer without them would be wrong. Their names start with `kube/` so their reasons are told
-apart from berth's own rules.
+apart from berth's own rules. The pod filters (InterPodAffinity, PodTopologySpread) are in
+berth.vocab.kube.interpod and berth.vocab.kube.spread.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from berth.cluster.model import Node, Taint
+from berth.cluster.model import Node, Pod, Taint
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
@@ -36,6 +37,73 @@ def _tainted(node: Node) -> bool:
     return any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints)
 
 
+def untolerated(node: Node, pod: Pod) -> Taint | None:
+    """The first NoSchedule or NoExecute taint of the node the pod does not tolerate."""
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint) for t in pod.tolerations
+        ):
+            return taint
+    return None
+
+
+def node_selection_miss(pod: Pod, node: Node) -> tuple[str, dict[str, Any]] | None:
+    """Why the pod's nodeSelector or required node affinity does not accept the node (kube's
+    GetRequiredNodeAffinity(pod).Match), as a message and its values; None when they accept it."""
+    mismatch = {k: v for k, v in pod.node_selector.items() if node.labels.get(k) != v}
+    if mismatch:
+        return "node does not match the pod's nodeSelector", {"wanted": mismatch}
+    required = pod.required_node_affinity
+    if required and not any(term_matches(t, node) for t in required.get("nodeSelectorTerms") or []):
+        return "node does not match the pod's required node affinity", {}
+    return None
+
+
+def selects_node(pod: Pod, node: Node) -> bool:
+    return node_selection_miss(pod, node) is None
+
+
+class NodeName(NodeFilter):
+    name = "kube/node-name"
+    summary = "hard: a pod that names its node (spec.nodeName) fits only there"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        # A pod that runs (or that the view holds on its node) is asked about where else it could go
+        # (audit, explain, a bind checked again): its nodeName says where it is, not what it asks.
+        pod = ctx.pod
+        if not pod.node_name or pod.phase != "Pending" or ctx.view.pod(pod.key) is not None:
+            return skip("the pod asks for no node by name")
+        return pod.node_name
+
+    def check(self, state: NodeState, prepared: str, ctx: PodContext) -> Reason | None:
+        if state.node.name == prepared:
+            return None
+        return Reason(self.name, Kind.UNMET, "node is not the one the pod names", {"nodeName": prepared})
+
+
+class NodePorts(NodeFilter):
+    name = "kube/node-ports"
+    summary = "hard: no pod on the node uses a host port the pod asks for"
+
+    def prepare(self, ctx: PodContext) -> Any:
+        return ctx.pod.host_ports or skip("the pod asks for no host port")
+
+    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+        me = ctx.self_on(state)
+        for pod in state.pods.values():
+            if not pod.host_ports or pod is me:
+                continue
+            for wanted in prepared:
+                if any(wanted.conflicts(used) for used in pod.host_ports):
+                    return Reason(
+                        self.name,
+                        Kind.EXHAUSTED,
+                        "node has no free host port the pod asks for",
+                        {"port": f"{wanted.ip}:{wanted.port}/{wanted.protocol}"},
+                    )
+        return None
+
+
 class NodeUnschedulable(NodeFilter):
     name = "kube/node-unschedulable"
     summary = "hard: the node is not cordoned, unless the pod tolerates that"
@@ -55,14 +123,12 @@ class TaintToleration(NodeFilter):
     suspect = staticmethod(_tainted)
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
-        for taint in state.node.taints:
-            if taint.effect not in ("NoSchedule", "NoExecute"):
-                continue
-            if not any(t.tolerates(taint) for t in ctx.pod.tolerations):
-                return Reason(
-                    self.name, Kind.UNMET, "node has a taint the pod does not tolerate", {"taint": str(taint)}
-                )
-        return None
+        taint = untolerated(state.node, ctx.pod)
+        if taint is None:
+            return None
+        return Reason(
+            self.name, Kind.UNMET, "node has a taint the pod does not tolerate", {"taint": str(taint)}
+        )
 
 
 class NodeAffinity(NodeFilter):
@@ -75,16 +141,8 @@ class NodeAffinity(NodeFilter):
         return None
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
-        node = state.node
-        mismatch = {k: v for k, v in ctx.pod.node_selector.items() if node.labels.get(k) != v}
-        if mismatch:
-            return Reason(
-                self.name, Kind.UNMET, "node does not match the pod's nodeSelector", {"wanted": mismatch}
-            )
-        terms = (ctx.pod.required_node_affinity or {}).get("nodeSelectorTerms")
-        if ctx.pod.required_node_affinity and not any(term_matches(t, node) for t in terms or []):
-            return Reason(self.name, Kind.UNMET, "node does not match the pod's required node affinity")
-        return None
+        miss = node_selection_miss(ctx.pod, state.node)
+        return Reason(self.name, Kind.UNMET, miss[0], miss[1]) if miss is not None else None
 
 
 def term_matches(term: dict[str, Any], node: Node) -> bool:
@@ -143,6 +201,3 @@ class NodeResourcesFit(NodeFilter):
                     {"requested": wanted, "free": max(free, 0)},
                 )
         return None
-
-
-STEPS = (NodeReady, NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit)

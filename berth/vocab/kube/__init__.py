@@ -1,0 +1,44 @@
+"""kube-scheduler's own rules, in berth's engine: its filters (offline: the live kube-scheduler runs
+them before it asks berth) and its default scoring (offline and live: berth's choice is final)."""
+
+from berth.vocab.kube.filters import (
+    NodeAffinity,
+    NodeName,
+    NodePorts,
+    NodeReady,
+    NodeResourcesFit,
+    NodeUnschedulable,
+    TaintToleration,
+)
+from berth.vocab.kube.interpod import InterPodAffinity
+from berth.vocab.kube.score import KubeDefaultScore
+from berth.vocab.kube.spread import PodTopologySpread
+
+# kube's filters in the order of its default profile (the first that fails names the node's reason).
+FILTERS = (
+    NodeReady,
+    NodeUnschedulable,
+    NodeName,
+    TaintToleration,
+    NodeAffinity,
+    NodePorts,
+    NodeResourcesFit,
+    PodTopologySpread,
+    InterPodAffinity,
+)
+STEPS = (*FILTERS, KubeDefaultScore)
+
+__all__ = [
+    "FILTERS",
+    "STEPS",
+    "InterPodAffinity",
+    "KubeDefaultScore",
+    "NodeAffinity",
+    "NodeName",
+    "NodePorts",
+    "NodeReady",
+    "NodeResourcesFit",
+    "NodeUnschedulable",
+    "PodTopologySpread",
+    "TaintToleration",
+]

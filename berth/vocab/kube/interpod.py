@@ -1,0 +1,212 @@
+"""kube-scheduler's InterPodAffinity: the required terms as a filter (offline), the preferred ones and
+the running pods' terms as a score (berth.vocab.kube.score).
+
+Filter (kube's PreFilter and Filter): a node passes when
+- for every required affinity term, the node has the term's topology label and a pod the terms select
+  runs in that domain (or no pod anywhere matches and the pod matches its own terms: the first of a
+  group);
+- for every required anti-affinity term, no pod the term selects runs in the node's domain;
+- no running pod's required anti-affinity term selects this pod within its domain (symmetry).
+
+Score (kube's PreScore and Score): per topology domain, + the weight of each preferred affinity term
+and - the weight of each preferred anti-affinity term of the pod, for each running pod it selects there;
+and the same for the running pods' preferred terms that select this pod, their required affinity terms
+counting 1 (hardPodAffinityWeight). A node's raw score is the sum over its domains, normalised by
+min and max over the candidates.
+
+Counts come from the view's per-selector indexes and its list of pods with affinity terms, grouped by
+their terms, never from a scan of every pod.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from berth.cluster.model import AffinityTerm, Pod
+from berth.cluster.view import ClusterView, NodeState
+from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.types import Kind, Reason
+from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects
+
+Pairs = Counter  # (topology key, value) -> pods
+
+
+def _without_self(nodes: Counter, ctx: PodContext, selected: bool) -> Counter:
+    """Node counts with the pod itself taken off its node, when the view holds it there and the
+    counts include it (`selected`)."""
+    if ctx.self_pod is None or not selected or not nodes.get(ctx.self_node):
+        return nodes
+    out = Counter(nodes)
+    out[ctx.self_node] -= 1
+    if not out[ctx.self_node]:
+        del out[ctx.self_node]
+    return out
+
+
+def _pairs(nodes: Counter, key: str, view: ClusterView, into: Pairs | None = None) -> Pairs:
+    out = into if into is not None else Counter()
+    for name, count in nodes.items():
+        node = view.node(name)
+        if node is not None and key in node.labels:
+            out[key, node.labels[key]] += count
+    return out
+
+
+def _all_terms_nodes(terms: tuple[AffinityTerm, ...], ctx: PodContext) -> Counter:
+    """Node -> placed pods that every term selects (kube's podMatchesAllAffinityTerms)."""
+    if len(terms) == 1:
+        return _without_self(term_nodes(terms[0], ctx.view), ctx, term_selects(terms[0], ctx.pod, ctx.view))
+    view = ctx.view
+    namespaces = set(term_namespaces(terms[0], view))
+    out: Counter = Counter()
+    for namespace in sorted(namespaces):
+        for pod in view.namespace_pods(namespace):
+            placed = pod.node_name and view.state(pod.node_name) is not None and not _is_self(pod, ctx)
+            if placed and all(term_selects(t, pod, view) for t in terms):
+                out[pod.node_name] += 1
+    return out
+
+
+def _is_self(pod: Pod, ctx: PodContext) -> bool:
+    return ctx.self_pod is not None and pod.key == ctx.pod.key
+
+
+def existing_anti(ctx: PodContext) -> Pairs:
+    """(key, value) -> running pods whose required anti-affinity terms select this pod, by the
+    domain of their node."""
+    out: Pairs = Counter()
+    view = ctx.view
+    me = ctx.self_pod
+    for affinity, nodes in view.pods_with_affinity().items():
+        for term in affinity.required_anti:
+            if term_selects(term, ctx.pod, view):
+                counts = Counter(nodes)
+                if me is not None and me.affinity == affinity and counts.get(ctx.self_node):
+                    counts[ctx.self_node] -= 1
+                _pairs(+counts, term.topology_key, view, out)
+    return out
+
+
+@dataclass
+class Required:
+    """The pod's required terms and what the running pods count towards them."""
+
+    affinity: tuple[AffinityTerm, ...]
+    anti: tuple[AffinityTerm, ...]
+    affinity_counts: Pairs
+    anti_counts: Pairs
+    existing: Pairs
+    matches_own: bool  # the pod matches all its own affinity terms
+
+
+class InterPodAffinity(NodeFilter):
+    name = "kube/inter-pod-affinity"
+    summary = (
+        "hard: the pod's required pod (anti-)affinity holds, and no running pod's anti-affinity excludes it"
+    )
+
+    def prepare(self, ctx: PodContext) -> Any:
+        affinity = ctx.pod.affinity
+        required = affinity.required if affinity else ()
+        anti = affinity.required_anti if affinity else ()
+        existing = existing_anti(ctx)
+        if not required and not anti and not existing:
+            return skip("no required pod (anti-)affinity, and no running pod's anti-affinity selects the pod")
+        view = ctx.view
+        affinity_counts: Pairs = Counter()
+        if required:
+            nodes = _all_terms_nodes(required, ctx)
+            for term in required:
+                _pairs(nodes, term.topology_key, view, affinity_counts)
+        anti_counts: Pairs = Counter()
+        for term in anti:
+            nodes = _without_self(term_nodes(term, view), ctx, term_selects(term, ctx.pod, view))
+            _pairs(nodes, term.topology_key, view, anti_counts)
+        matches_own = bool(required) and all(term_selects(t, ctx.pod, view) for t in required)
+        return Required(required, anti, +affinity_counts, +anti_counts, +existing, matches_own)
+
+    def check(self, state: NodeState, prepared: Required, ctx: PodContext) -> Reason | None:
+        labels = state.node.labels
+        exist = True
+        for term in prepared.affinity:
+            value = labels.get(term.topology_key)
+            if value is None:
+                return self._unmet(
+                    f"node has no label {term.topology_key} a required affinity term spreads over"
+                )
+            if prepared.affinity_counts.get((term.topology_key, value), 0) <= 0:
+                exist = False
+        if not exist and not (not prepared.affinity_counts and prepared.matches_own):
+            return self._unmet("node didn't match pod affinity rules")
+        for term in prepared.anti:
+            value = labels.get(term.topology_key)
+            if value is not None and prepared.anti_counts.get((term.topology_key, value), 0) > 0:
+                return Reason(
+                    self.name,
+                    Kind.EXHAUSTED,
+                    "node didn't match pod anti-affinity rules",
+                    {"topology": f"{term.topology_key}={value}"},
+                )
+        if prepared.existing:
+            for key, value in labels.items():
+                if prepared.existing.get((key, value), 0) > 0:
+                    return Reason(
+                        self.name,
+                        Kind.EXHAUSTED,
+                        "node didn't satisfy existing pods anti-affinity rules",
+                        {"topology": f"{key}={value}"},
+                    )
+        return None
+
+    def _unmet(self, message: str) -> Reason:
+        return Reason(self.name, Kind.UNMET, message)
+
+    def constraint(self, prepared: Any) -> str | None:
+        if isinstance(prepared, Required) and (prepared.affinity or prepared.anti):
+            return "the pod's required pod affinity and anti-affinity"
+        return None
+
+
+HARD_POD_AFFINITY_WEIGHT = 1  # kube's InterPodAffinityArgs default
+
+
+def topology_score(ctx: PodContext) -> dict[str, Counter]:
+    """kube's PreScore: topology key -> value -> the summed weights, over every running pod."""
+    view = ctx.view
+    out: dict[str, Counter] = {}
+
+    def add(term: AffinityTerm, weight: int, nodes: Counter) -> None:
+        for name, count in nodes.items():
+            node = view.node(name)
+            if node is None or not node.labels or term.topology_key not in node.labels:
+                continue
+            out.setdefault(term.topology_key, Counter())[node.labels[term.topology_key]] += weight * count
+
+    affinity = ctx.pod.affinity
+    if affinity is not None:
+        for weighted, sign in [(w, 1) for w in affinity.preferred] + [
+            (w, -1) for w in affinity.preferred_anti
+        ]:
+            term = weighted.term
+            nodes = _without_self(term_nodes(term, view), ctx, term_selects(term, ctx.pod, view))
+            add(term, sign * weighted.weight, nodes)
+    me = ctx.self_pod
+    for terms, placed in view.pods_with_affinity().items():
+        nodes = Counter(placed)
+        if me is not None and me.affinity == terms and nodes.get(ctx.self_node):
+            nodes[ctx.self_node] -= 1
+            nodes = +nodes
+        if not nodes:
+            continue
+        for term in terms.required:
+            if term_selects(term, ctx.pod, view):
+                add(term, HARD_POD_AFFINITY_WEIGHT, nodes)
+        for weighted in terms.preferred:
+            if term_selects(weighted.term, ctx.pod, view):
+                add(weighted.term, weighted.weight, nodes)
+        for weighted in terms.preferred_anti:
+            if term_selects(weighted.term, ctx.pod, view):
+                add(weighted.term, -weighted.weight, nodes)
+    return {key: values for key, values in out.items() if values}

@@ -1,0 +1,463 @@
+"""kube-scheduler's default scoring, inside berth's decision: berth binds the node it chooses, so
+berth-scheduler's profile turns kube's score plugins off and berth ranks as they would.
+
+One tier, `kube/default-score`: a node's value is kube's weighted total over the candidates, and only
+the nodes with the highest total go on (the allocator's scorers break the ties that remain). The
+plugins and weights of kube's default profile (v1.36, pkg/scheduler/apis/config/v1/default_plugins.go),
+each normalised over the candidates as kube does:
+
+| plugin (weight) | raw value per node | normalised |
+|---|---|---|
+| TaintToleration (3) | PreferNoSchedule taints the pod does not tolerate | 100 - 100 x raw / max |
+| NodeAffinity (2) | summed weights of the preferred terms the node matches | 100 x raw / max |
+| PodTopologySpread (2) | per constraint: pods in the domain x log(domains + 2) + maxSkew - 1 | see below |
+| InterPodAffinity (2) | summed weights of the terms selecting pods in the node's domains | min-max, 0..100 |
+| NodeResourcesFit (1) | LeastAllocated: mean over cpu and memory of 100 x free / allocatable | as is |
+| BalancedAllocation (1) | 50 + (50 + balance with the pod - balance without) / 2 | as is |
+
+PodTopologySpread normalises as 100 x (max + min - raw) / max, and scores 0 on a node that lacks a
+topology label of the pod's own constraints.
+
+ImageLocality (weight 1) is not modelled: berth does not read the nodes' image lists (docs/extender.md).
+Integer arithmetic is kube's (int64, truncating); the spreading score is rounded half away from zero.
+
+`value` (the rule) gives each node's raw values; `normalise` turns the raws of the candidates into
+totals. `values` (the fast path) gathers the same raws as arrays from the view's indexes and columns
+and normalises them with the same function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from berth.cluster.model import Node, Toleration
+from berth.cluster.view import ClusterView, NodeState
+from berth.engine.slots import slots_of
+from berth.engine.step import PodContext, Tier, skip
+from berth.engine.types import Kind, Reason
+from berth.vocab import step_names
+from berth.vocab.kube.filters import term_matches
+from berth.vocab.kube.interpod import topology_score
+from berth.vocab.kube.spread import HOSTNAME, Soft, domain_counts, matching_nodes, soft_constraints
+
+MAX = 100  # kube's MaxNodeScore
+WEIGHTS = {"taints": 3, "node_affinity": 2, "spread": 2, "inter_pod": 2, "least": 1, "balanced": 1}
+
+
+class Raw(NamedTuple):
+    """One node's raw values, before normalisation over the candidates."""
+
+    taints: int
+    node_affinity: int
+    inter_pod: int
+    least: int
+    balanced: int
+    # kube's spreading: the node lacks a topology label of the pod's own constraints (scored 0)
+    ignored: bool
+    # per spreading constraint: (the node has its topology label, the label's value, the matching pods
+    # in that domain, or on the node for the hostname)
+    spread: tuple[tuple[bool, str, int], ...]
+
+
+@dataclass
+class Prepared:
+    tolerations: tuple[Toleration, ...]  # those with effect PreferNoSchedule or none
+    preferred: tuple[tuple[int, dict], ...]  # (weight, nodeSelectorTerm) of preferred node affinity
+    soft: Soft | None
+    domains: list[Counter]
+    topology: dict[str, Counter]
+    cpu: int  # the pod's requests as kube's LeastAllocated counts them (non-zero)
+    memory: int
+    requested_cpu: int  # as BalancedAllocation counts them
+    requested_memory: int
+
+    @property
+    def best_effort(self) -> bool:
+        return not self.requested_cpu and not self.requested_memory
+
+
+def _intolerable(node: Node, tolerations: tuple[Toleration, ...]) -> int:
+    return sum(
+        1
+        for taint in node.taints
+        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in tolerations)
+    )
+
+
+def _preference(node: Node, preferred: tuple[tuple[int, dict], ...]) -> int:
+    return sum(weight for weight, term in preferred if term_matches(term, node))
+
+
+def _least(allocatable: int, requested: int) -> int:
+    if requested > allocatable:
+        return 0
+    return ((allocatable - requested) * MAX) // allocatable
+
+
+def _balance(fractions: list[float]) -> int:
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:  # pragma: no cover - berth scores cpu and memory only
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    else:
+        std = 0.0
+    return int((1 - std) * MAX)
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division (truncates towards zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+class KubeDefaultScore(Tier):
+    name = step_names.KUBE_SCORE
+    summary = "tier: only the nodes with the highest score of kube-scheduler's default profile go on"
+    shared_reason = True
+
+    def prepare(self, ctx: PodContext) -> Any:
+        pod = ctx.pod
+        # A package with a spread orders its pods' nodes itself (the pod's own rule speaks).
+        package = getattr(getattr(ctx.spec, "alloc", None), "package", None)
+        if package is not None and package.spread:
+            return skip(f"package {package.name} orders the nodes by its spread {package.spread}")
+        soft = soft_constraints(ctx)
+        return Prepared(
+            tolerations=tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")),
+            preferred=tuple(
+                (int(t.get("weight") or 0), t.get("preference") or {})
+                for t in pod.preferred_node_affinity
+                if isinstance(t, dict)
+                and t.get("weight")
+                and (t.get("preference") or {}).keys() & {"matchExpressions", "matchFields"}
+            ),
+            soft=soft,
+            domains=domain_counts(soft, ctx) if soft is not None else [],
+            topology=topology_score(ctx),
+            cpu=pod.nonzero_cpu,
+            memory=pod.nonzero_memory,
+            requested_cpu=pod.requests.get("cpu", 0),
+            requested_memory=pod.requests.get("memory", 0),
+        )
+
+    # -- the rule: one node ------------------------------------------------------------------
+    def value(self, state: NodeState, prepared: Prepared, ctx: PodContext) -> Raw:  # type: ignore[override]
+        node = state.node
+        me = ctx.self_on(state)
+        nonzero_cpu, nonzero_memory = state.nonzero_cpu, state.nonzero_memory
+        used_cpu, used_memory = state.requested.get("cpu", 0), state.requested.get("memory", 0)
+        if me is not None:
+            nonzero_cpu -= me.nonzero_cpu
+            nonzero_memory -= me.nonzero_memory
+            used_cpu -= me.requests.get("cpu", 0)
+            used_memory -= me.requests.get("memory", 0)
+        cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
+        return Raw(
+            taints=_intolerable(node, prepared.tolerations),
+            node_affinity=_preference(node, prepared.preferred),
+            inter_pod=sum(
+                values.get(node.labels[key], 0)
+                for key, values in prepared.topology.items()
+                if key in node.labels
+            ),
+            least=_least_score(
+                np.array([cpu]),
+                np.array([memory]),
+                np.array([nonzero_cpu + prepared.cpu]),
+                np.array([nonzero_memory + prepared.memory]),
+            )[0].item(),
+            balanced=_balanced_score(
+                np.array([cpu]), np.array([memory]), np.array([used_cpu]), np.array([used_memory]), prepared
+            )[0].item(),
+            ignored=_ignored(node, prepared.soft),
+            spread=self._spread(node, prepared, ctx),
+        )
+
+    def _spread(self, node: Node, prepared: Prepared, ctx: PodContext) -> tuple[tuple[bool, str, int], ...]:
+        soft = prepared.soft
+        if soft is None:
+            return ()
+        out = []
+        for i, constraint in enumerate(soft.constraints):
+            value = node.labels.get(constraint.topology_key)
+            if value is None:
+                out.append((False, "", 0))
+            elif constraint.selector.empty:
+                out.append((True, value, 0))
+            elif constraint.topology_key == HOSTNAME:
+                out.append((True, value, matching_nodes(constraint.selector, ctx).get(node.name, 0)))
+            else:
+                out.append((True, value, prepared.domains[i].get(value, 0)))
+        return tuple(out)
+
+    def normalise(  # type: ignore[override]
+        self, values: Mapping[str, Raw], prepared: Prepared, ctx: PodContext
+    ) -> dict[str, int]:
+        raws = list(values.values())
+        count = len(raws)
+        spread = []
+        if prepared.soft is not None:
+            ignored = np.array([r.ignored for r in raws], dtype=bool)
+            for i in range(len(prepared.soft.constraints)):
+                has = np.array([r.spread[i][0] for r in raws], dtype=bool)
+                counts = np.array([r.spread[i][2] for r in raws], dtype=np.int64)
+                domains = len({r.spread[i][1] for r, skip in zip(raws, ignored, strict=True) if not skip})
+                spread.append((has, counts, domains))
+        else:
+            ignored = np.zeros(count, dtype=bool)
+        totals = _totals(
+            taints=np.array([r.taints for r in raws], dtype=np.int64),
+            node_affinity=np.array([r.node_affinity for r in raws], dtype=np.int64),
+            inter_pod=np.array([r.inter_pod for r in raws], dtype=np.int64),
+            least=np.array([r.least for r in raws], dtype=np.int64),
+            balanced=np.array([r.balanced for r in raws], dtype=np.int64),
+            ignored=ignored,
+            spread=spread,
+            prepared=prepared,
+        )
+        return dict(zip(values, totals.tolist(), strict=True))
+
+    # -- the fast path: every candidate at once ------------------------------------------------
+    def values(
+        self, cands: Mapping[str, NodeState], prepared: Prepared, ctx: PodContext
+    ) -> Mapping[str, int]:  # type: ignore[override]
+        view = ctx.view
+        at = slots_of(cands, view)
+        nodes = _Nodes.of(view)
+        taints = view.node_memo(
+            ("kube/default-score/taints", prepared.tolerations),
+            lambda: np.array([_intolerable(s.node, prepared.tolerations) for s in view.states()], np.int64),
+        )[at]
+        if prepared.preferred:
+            key = ("kube/default-score/preferred", repr(prepared.preferred))
+            preference = view.node_memo(
+                key,
+                lambda: np.array([_preference(s.node, prepared.preferred) for s in view.states()], np.int64),
+            )[at]
+        else:
+            preference = np.zeros(len(at), np.int64)
+        inter_pod = np.zeros(len(at), np.int64)
+        for key, scores in prepared.topology.items():
+            ids, names = nodes.label(key)
+            table = np.array([scores.get(v, 0) for v in names] + [0], np.int64)  # id -1: no label
+            inter_pod += table[ids[at]]
+        cpu, memory = nodes.allocatable("cpu")[at], nodes.allocatable("memory")[at]
+        used = {
+            name: _column(view, name)[at]
+            for name in ("nonzero_cpu", "nonzero_memory", "requested_cpu", "requested_memory")
+        }
+        me = ctx.self_pod
+        if me is not None and ctx.self_node in cands:
+            where = int(np.flatnonzero(at == view.slots().index[ctx.self_node])[0])
+            used["nonzero_cpu"][where] -= me.nonzero_cpu
+            used["nonzero_memory"][where] -= me.nonzero_memory
+            used["requested_cpu"][where] -= me.requests.get("cpu", 0)
+            used["requested_memory"][where] -= me.requests.get("memory", 0)
+        least = _least_score(
+            cpu, memory, used["nonzero_cpu"] + prepared.cpu, used["nonzero_memory"] + prepared.memory
+        )
+        balanced = _balanced_score(cpu, memory, used["requested_cpu"], used["requested_memory"], prepared)
+        spread = []
+        ignored = np.zeros(len(at), dtype=bool)
+        soft = prepared.soft
+        if soft is not None:
+            ids_of = [nodes.label(c.topology_key)[0][at] for c in soft.constraints]
+            if soft.require_all:
+                for ids in ids_of:
+                    ignored |= ids < 0
+            for i, constraint in enumerate(soft.constraints):
+                ids = ids_of[i]
+                has = ids >= 0
+                if constraint.selector.empty:
+                    counts = np.zeros(len(at), np.int64)
+                elif constraint.topology_key == HOSTNAME:
+                    on = np.zeros(len(view.slots().names), np.int64)
+                    index = view.slots().index
+                    for name, count in matching_nodes(constraint.selector, ctx).items():
+                        if name in index:
+                            on[index[name]] = count
+                    counts = on[at]
+                else:
+                    _, names = nodes.label(constraint.topology_key)
+                    table = np.array([prepared.domains[i].get(v, 0) for v in names] + [0], np.int64)
+                    counts = table[ids]
+                domains = len(np.unique(ids[~ignored]))
+                spread.append((has, counts, domains))
+        totals = _totals(
+            taints=taints,
+            node_affinity=preference,
+            inter_pod=inter_pod,
+            least=least,
+            balanced=balanced,
+            ignored=ignored,
+            spread=spread,
+            prepared=prepared,
+        )
+        return dict(zip(cands, totals.tolist(), strict=True))
+
+    def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
+        return Reason(
+            self.name,
+            Kind.SET_ASIDE,
+            "lower score under kube-scheduler's default profile than the best nodes",
+            {"score": value, "highest": best},
+        )
+
+
+def _ignored(node: Node, soft: Soft | None) -> bool:
+    return (
+        soft is not None
+        and soft.require_all
+        and any(c.topology_key not in node.labels for c in soft.constraints)
+    )
+
+
+def _least_score(
+    cpu: np.ndarray, memory: np.ndarray, want_cpu: np.ndarray, want_memory: np.ndarray
+) -> np.ndarray:
+    """kube's leastResourceScorer over cpu and memory, weight 1 each (a resource a node has none of
+    is left out)."""
+    total = np.zeros(len(cpu), np.int64)
+    weights = np.zeros(len(cpu), np.int64)
+    for allocatable, requested in ((cpu, want_cpu), (memory, want_memory)):
+        has = allocatable > 0
+        safe = np.where(has, allocatable, 1)
+        score = np.where(requested > allocatable, 0, ((allocatable - requested) * MAX) // safe)
+        total += np.where(has, score, 0)
+        weights += has
+    return np.where(weights > 0, total // np.maximum(weights, 1), 0)
+
+
+def _balanced_score(
+    cpu: np.ndarray, memory: np.ndarray, used_cpu: np.ndarray, used_memory: np.ndarray, prepared: Prepared
+) -> np.ndarray:
+    """kube's balancedResourceScorer over cpu and memory (skipped for a best-effort pod: 0)."""
+    if prepared.best_effort:
+        return np.zeros(len(cpu), np.int64)
+    with_pod = _balance_array(
+        cpu, memory, used_cpu + prepared.requested_cpu, used_memory + prepared.requested_memory
+    )
+    without = _balance_array(cpu, memory, used_cpu, used_memory)
+    half = MAX // 2
+    delta = half + with_pod - without
+    return half + np.where(delta >= 0, delta // 2, -((-delta) // 2))
+
+
+def _balance_array(
+    cpu: np.ndarray, memory: np.ndarray, want_cpu: np.ndarray, want_memory: np.ndarray
+) -> np.ndarray:
+    f_cpu = np.minimum(want_cpu / np.where(cpu > 0, cpu, 1), 1.0)
+    f_memory = np.minimum(want_memory / np.where(memory > 0, memory, 1), 1.0)
+    both = (cpu > 0) & (memory > 0)
+    std = np.where(both, np.abs((f_cpu - f_memory) / 2), 0.0)
+    return ((1 - std) * MAX).astype(np.int64)
+
+
+def _round(values: np.ndarray) -> np.ndarray:
+    """Go's math.Round for the non-negative spreading scores: half away from zero."""
+    down = np.floor(values)
+    return (down + (values - down >= 0.5)).astype(np.int64)
+
+
+def _default_normalise(raw: np.ndarray, reverse: bool) -> np.ndarray:
+    """kube's helper.DefaultNormalizeScore(MaxNodeScore, reverse)."""
+    top = int(raw.max()) if len(raw) else 0
+    if top == 0:  # every raw is 0
+        return np.full(len(raw), MAX if reverse else 0, np.int64)
+    scaled = MAX * raw // top
+    return MAX - scaled if reverse else scaled
+
+
+def _totals(
+    *,
+    taints: np.ndarray,
+    node_affinity: np.ndarray,
+    inter_pod: np.ndarray,
+    least: np.ndarray,
+    balanced: np.ndarray,
+    ignored: np.ndarray,
+    spread: Sequence[tuple[np.ndarray, np.ndarray, int]],
+    prepared: Prepared,
+) -> np.ndarray:
+    """kube's weighted total of every candidate, from the raws of all of them."""
+    count = len(taints)
+    total = WEIGHTS["taints"] * _default_normalise(taints, reverse=True)
+    if prepared.preferred:
+        total += WEIGHTS["node_affinity"] * _default_normalise(node_affinity, reverse=False)
+    if prepared.topology and count:
+        low, high = int(inter_pod.min()), int(inter_pod.max())
+        if high > low:
+            scaled = (float(MAX) * ((inter_pod - low) / float(high - low))).astype(np.int64)
+            total += WEIGHTS["inter_pod"] * scaled
+    total += WEIGHTS["least"] * least
+    total += WEIGHTS["balanced"] * balanced
+    soft = prepared.soft
+    if soft is not None and count:
+        score = np.zeros(count)
+        live = ~ignored
+        for constraint, (has, counts, domains) in zip(soft.constraints, spread, strict=True):
+            size = int(live.sum()) if constraint.topology_key == HOSTNAME else domains
+            weight = math.log(size + 2)
+            score = score + np.where(has, counts * weight + float(constraint.max_skew - 1), 0.0)
+        rounded = _round(score)
+        if live.any():
+            low, high = int(rounded[live].min()), int(rounded[live].max())
+            normalised = np.full(count, MAX, np.int64) if high == 0 else MAX * (high + low - rounded) // high
+            total += WEIGHTS["spread"] * np.where(live, normalised, 0)
+    return total
+
+
+class _Nodes:
+    """What the score reads of the node records, by slot, kept by the view until a node changes."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self._labels: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._allocatable: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def of(cls, view: ClusterView) -> _Nodes:
+        return view.node_memo("kube/default-score/nodes", lambda: cls(view))
+
+    def label(self, key: str) -> tuple[np.ndarray, list[str]]:
+        """Every node's value of label `key` as an id into the distinct values (-1: no such label)."""
+        found = self._labels.get(key)
+        if found is None:
+            ids: dict[str, int] = {}
+            column = np.fromiter(
+                (
+                    ids.setdefault(s.node.labels[key], len(ids)) if key in s.node.labels else -1
+                    for s in self.view.states()
+                ),
+                np.intp,
+            )
+            found = self._labels[key] = (column, list(ids))
+        return found
+
+    def allocatable(self, resource: str) -> np.ndarray:
+        found = self._allocatable.get(resource)
+        if found is None:
+            found = self._allocatable[resource] = np.fromiter(
+                (s.node.allocatable.get(resource, 0) for s in self.view.states()), np.int64
+            )
+        return found
+
+
+_READ = {
+    "nonzero_cpu": lambda s: s.nonzero_cpu,
+    "nonzero_memory": lambda s: s.nonzero_memory,
+    "requested_cpu": lambda s: s.requested.get("cpu", 0),
+    "requested_memory": lambda s: s.requested.get("memory", 0),
+}
+
+
+def _column(view: ClusterView, name: str) -> np.ndarray:
+    """A copy of one of the nodes' request sums, by slot, as integers."""
+    return view.column(("kube/default-score", name), _READ[name]).array(view.slots()).astype(np.int64)
