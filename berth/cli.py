@@ -20,7 +20,7 @@ from berth.engine.decide import decide
 from berth.engine.types import Decision
 from berth.errors import BerthError, InvalidPolicy
 from berth.pipeline import build_pipeline
-from berth.report import headroom_table, replica_summary, summary_table, table
+from berth.report import replica_summary, summary_table, table
 from berth.validate import validate_files
 from berth.vocab.alloc.config import AllocatorConfig, load_config
 from berth.vocab.policy.files import load_policy_files
@@ -271,19 +271,34 @@ def _allocator_config(path: str | None) -> AllocatorConfig | None:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
-    from berth.vocab.alloc.headroom import headroom
+    from berth.capacity import capacity
+    from berth.report import capacity_table
 
-    config = _allocator_config(args.config)
-    snapshot = load_snapshot(args.cluster)
-    reports = [
-        headroom(pod_from_k8s(raw), snapshot.view, config or AllocatorConfig()) for raw in _pods_in(args.pod)
-    ]
+    try:
+        policies = load_policy_files(args.policy) if args.policy else None
+    except InvalidPolicy as exc:
+        for line in exc.errors:
+            print(f"berth: {line}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.max < 1:
+        raise BerthError(f"--max should be at least 1, found {args.max}")
+    pipeline = build_pipeline(_allocator_config(args.config), offline=True)
+    snapshot = _source_snapshot(args)
+    if policies is not None:
+        snapshot.view.override_policies(policies)
+    reports = []
+    for raw in _pods_in(args.pod, args.namespace, snapshot.namespace):
+        # Each shape counted on the cluster as it is: a fresh view per pod of the file.
+        view = snapshot.view if not reports else _source_snapshot(args).view
+        if policies is not None:
+            view.override_policies(policies)
+        reports.append(capacity(pod_from_k8s(raw), view, pipeline, limit=args.max))
     if args.output == "json":
         body: Any = reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
         print(json.dumps(body, indent=2))
     else:
-        print("\n\n".join(headroom_table(r) for r in reports))
-    return 0
+        print("\n\n".join(capacity_table(r) for r in reports))
+    return EXIT_INVALID if any(r.invalid for r in reports) else 0
 
 
 def load_live_snapshot(kubeconfig: str | None, context: str | None = None) -> Snapshot:
@@ -468,15 +483,22 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     cap = sub.add_parser(
         "capacity",
         help="how many more pods of this shape fit, per node and in the cluster",
-        description="Count how many more pods shaped like the given pod each node, and the cluster, can "
-        "still take under the capacity filters of the allocator chain and its overprovision ratios, with "
-        "the resource that limits each node.",
+        description="Count how many more pods shaped like the given pod fit by placing them one after "
+        "another, as simulate would, until one is refused: N more fit means simulate places N and refuses "
+        "the next. Per node: how many went there, and why it refused the next one. Changes nothing.",
     )
-    cap.add_argument(
-        "--cluster", required=True, metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml"
-    )
+    _add_cluster_source(cap)
     cap.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
     cap.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    cap.add_argument(
+        "--policy",
+        action="append",
+        metavar="FILE",
+        help="what-if: policies that govern the counted pods, as for simulate (repeatable)",
+    )
+    cap.add_argument(
+        "--max", type=int, default=10_000, metavar="N", help="stop counting at N pods (default 10000)"
+    )
     cap.add_argument("--output", choices=("table", "json"), default="table")
     cap.set_defaults(func=cmd_capacity)
 

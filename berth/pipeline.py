@@ -137,7 +137,9 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     override = any(n.removeprefix("alloc/") == OVERRIDE for n in names)
     setup = Setup(config=config, override=override and not config.defaults.disable_override_overprovisioning)
     chain = _member(description, "allocationDescription", setup)
-    return Pipeline(chain=chain, compile_pod=PodCompiler(config), digest=digest(chain, config))
+    return Pipeline(
+        chain=chain, compile_pod=PodCompiler(config, offline=offline), digest=digest(chain, config)
+    )
 
 
 def with_own_rules(description: Description) -> Description:

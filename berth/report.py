@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from berth.engine.types import Decision, NodeResult, StepTrace
-from berth.vocab.alloc.headroom import Headroom
 
 if TYPE_CHECKING:
     from berth.audit import AuditReport
+    from berth.capacity import Capacity
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12
@@ -123,28 +123,23 @@ def _order(node: NodeResult) -> tuple:
     return (rank, -(node.score or 0.0), node.name)
 
 
-def headroom_table(report: Headroom) -> str:
-    """`berth capacity` for people: per node how many more pods fit, what limits it, and the
-    unreserved resources against what one pod takes."""
-    total = "unbounded" if report.total is None else str(report.total)
-    filters = ", ".join(f.split("/", 1)[-1] for f in report.bounds) or "none"
-    lines = [f"pod {report.pod}: {total} more fit in the cluster   [capacity filters: {filters}]"]
-    header = ["NODE", "FITS", "LIMITED BY", "RAM MiB", "CPU", "DISK MiB", "PODS"]
+def capacity_table(report: Capacity) -> str:
+    """`berth capacity` for people: how many more pods fit, per node how many went there, and why
+    each node refused the next one."""
+    if report.invalid:
+        return f"pod {report.pod}: none fit: the specification is invalid: {report.invalid}"
+    total = (
+        str(report.total) if report.bounded else f"at least {report.total} (stopped at --max {report.limit})"
+    )
+    lines = [f"pod {report.pod}: {total} more fit in the cluster"]
+    if report.refusal is not None and report.refusal.error is not None:
+        lines.append(f"the next one is refused: {report.refusal.error.message}")
+    header = ["NODE", "FITS", "PODS", "LIMITED BY"]
     rows = [header]
-    for node in sorted(report.nodes, key=lambda n: (-(n.fits if n.fits is not None else 1 << 62), n.name)):
-        cells = [node.name, "-" if node.fits is None else str(node.fits), node.limited_by or "-"]
-        for resource in ("ram", "cpu", "disk"):
-            free = node.unreserved.get(resource)
-            need = node.needed.get(resource)
-            cell = "" if free is None else _fmt(free)
-            if need is not None:
-                cell += f" / {_fmt(need)}"
-            cells.append(cell)
-        cells.append(str(node.pods))
-        rows.append(cells)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.append("(resources: unreserved / taken by one more pod)")
+    for node in sorted(report.nodes, key=lambda n: (-n.fits, n.name)):
+        rows.append([node.name, str(node.fits), str(node.pods), node.limited_by or "-"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    lines += ["  ".join([*(c.ljust(widths[i]) for i, c in enumerate(r[:-1])), r[-1]]).rstrip() for r in rows]
     return "\n".join(lines)
 
 

@@ -51,12 +51,15 @@ def vm(
     labels: dict[str, str] | None = None,
     uid: str | None = None,
 ) -> dict[str, Any]:
-    """A pod with limits (the allocator's sizes); annotation values that are not strings are JSON."""
+    """A pod with limits (the allocator's sizes) and requests of 0 for them, so that kube-scheduler's
+    NodeResourcesFit lets the allocator's overprovision ratios promise more than a node's allocatable
+    (a limit alone would be the request too, as the API server defaults it); annotation values that
+    are not strings are JSON."""
     notes = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (annotations or {}).items()}
     obj = pod(name, namespace=namespace, node=node, annotations=notes, labels=labels, uid=uid)
     limits = {k: v for k, v in (("memory", memory), ("cpu", cpu), ("ephemeral-storage", disk)) if v}
     if limits:
-        obj["spec"]["containers"][0]["resources"] = {"limits": limits}
+        obj["spec"]["containers"][0]["resources"] = {"limits": limits, "requests": dict.fromkeys(limits, "0")}
     return obj
 
 

@@ -97,12 +97,13 @@ def test_capacity_counts_how_many_more_pods_fit_per_node_and_in_the_cluster(file
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     nodes = {n["name"]: n for n in out["nodes"]}
-    assert nodes["a"]["fits"] == 3 and nodes["a"]["limitedBy"] == "ram"
-    # One CPU at the default ratio of 4 takes four 1-CPU pods.
-    assert nodes["b"]["fits"] == 4 and nodes["b"]["limitedBy"] == "cpu"
-    assert nodes["down"]["fits"] == 0 and nodes["down"]["limitedBy"] == "not Ready"
-    assert out["total"] == 7
-    assert nodes["a"]["unreserved"]["ram"] == 3072 and nodes["a"]["needed"] == {"ram": 1024, "cpu": 25}
+    # 3 GiB of RAM left on a: three 1 GiB pods; the fourth is refused by hard-filter-min-ram.
+    assert nodes["a"]["fits"] == 3 and nodes["a"]["limitedBy"].startswith("alloc/hard-filter-min-ram")
+    # One CPU at the default ratio of 4 takes four 1-CPU pods (they request none: kube lets them).
+    assert nodes["b"]["fits"] == 4 and nodes["b"]["limitedBy"].startswith("alloc/hard-filter-min-cpu")
+    assert nodes["down"]["fits"] == 0 and nodes["down"]["limitedBy"].startswith("kube/node-ready")
+    assert out["total"] == 7 and out["bounded"] is True
+    assert out["refusal"].startswith("0/3 nodes are available")
 
 
 def test_capacity_follows_the_configured_ratios_and_vm_limit(files, capsys):
@@ -111,19 +112,62 @@ def test_capacity_follows_the_configured_ratios_and_vm_limit(files, capsys):
     cfg = files("allocator.yaml", {"defaults": {"overprovision_ratio_ram": 2.0, "filter_vm_limit": 5}})
     main(["capacity", "--cluster", cluster, "--pod", pod, "--config", cfg, "--output", "json"])
     out = json.loads(capsys.readouterr().out)
-    assert out["nodes"][0]["fits"] == 5 and out["nodes"][0]["limitedBy"] == "pods"
+    assert out["nodes"][0]["fits"] == 5
+    assert out["nodes"][0]["limitedBy"].startswith("alloc/hard-filter-vm-count")
 
 
-def test_capacity_of_a_pod_that_asks_for_nothing_counted_is_bounded_by_the_pod_limit_only(files, capsys):
+def test_capacity_of_a_node_whose_pod_count_is_used_up_is_nothing_as_simulate_says(files, capsys):
+    """A node with allocatable pods 3 running 3 pods: simulate refuses the first; capacity says 0."""
+    full = cn("full")
+    full["status"]["allocatable"]["pods"] = "3"
+    cluster = files("cluster.yaml", k8s_list(full, *(vm(f"p{i}", node="full") for i in range(3))))
+    pod = files("pod.yaml", vm("new", memory="64Mi"))
+    assert main(["simulate", "--cluster", cluster, "--pod", pod, "--output", "json"]) == 1
+    assert "too many pods" in json.loads(capsys.readouterr().out)["error"]["message"]
+    assert main(["capacity", "--cluster", cluster, "--pod", pod, "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["total"] == 0 and out["nodes"][0]["limitedBy"].startswith("kube/resources: too many pods")
+
+
+def test_capacity_is_what_simulate_places_of_as_many_replicas(files, capsys):
+    """N more fit: simulate places N replicas and refuses the one after."""
+    cluster = files("cluster.yaml", k8s_list(cn("a", memory="4Gi", cpu="2"), cn("b", memory="6Gi", cpu="4")))
+    pod = files("pod.yaml", vm("new", memory="1Gi", cpu="500m"))
+    main(["capacity", "--cluster", cluster, "--pod", pod, "--output", "json"])
+    fit = json.loads(capsys.readouterr().out)["total"]
+    assert fit > 0
+    for replicas, code in ((fit, 0), (fit + 1, 1)):
+        assert (
+            main(
+                [
+                    "simulate",
+                    "--cluster",
+                    cluster,
+                    "--pod",
+                    pod,
+                    "--replicas",
+                    str(replicas),
+                    "--output",
+                    "json",
+                ]
+            )
+            == code
+        )
+        summary = json.loads(capsys.readouterr().out)["summary"]
+        assert summary["placed"] == fit
+
+
+def test_capacity_stops_counting_at_max_and_says_at_least(files, capsys):
     cluster = files("cluster.yaml", k8s_list(cn("a")))
     pod = files("pod.yaml", vm("new"))
-    cfg = files("allocator.yaml", {"allocationDescription": ["pipe", "hard-filter-min-ram"]})
-    main(["capacity", "--cluster", cluster, "--pod", pod, "--config", cfg, "--output", "json"])
-    out = json.loads(capsys.readouterr().out)
-    assert out["total"] is None and out["nodes"][0]["fits"] is None
+    main(["capacity", "--cluster", cluster, "--pod", pod, "--max", "5"])
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == "pod default/new: at least 5 (stopped at --max 5) more fit in the cluster"
+    )
 
 
-def test_capacity_prints_a_table_with_the_limiting_resource(capsys):
+def test_capacity_prints_a_table_with_why_each_node_refuses_the_next_pod(capsys):
     code = main(
         [
             "capacity",
@@ -136,8 +180,9 @@ def test_capacity_prints_a_table_with_the_limiting_resource(capsys):
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     assert out[0].startswith("pod shop/web-1: ") and "more fit in the cluster" in out[0]
-    assert out[1].split()[:4] == ["NODE", "FITS", "LIMITED", "BY"]
-    assert any(line.startswith("node-d ") and " ram " in line for line in out)
+    assert out[1].startswith("the next one is refused: ")
+    assert out[2].split() == ["NODE", "FITS", "PODS", "LIMITED", "BY"]
+    assert any(line.startswith("node-e ") and "kube/taints" in line for line in out)
 
 
 def test_validate_checks_allocator_configurations_among_manifests(files, capsys):

@@ -243,3 +243,16 @@ def test_a_configured_chain_still_keeps_one_replica_per_host():
     assert sorted(d.chosen for d in decisions[:3]) == ["a", "b", "c"]
     assert decisions[3].chosen is None
     assert "ONE_PER_HOST" in decisions[3].error.message
+
+
+def test_simulate_names_what_kube_checks_that_berth_does_not_model():
+    claim = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    decision = decide(to_pod(pod("db", spec=claim)), view(node("a")), PIPELINE, seed=1)
+    (note,) = [e for e in decision.events if e.reason == "NotModelled"]
+    assert "VolumeBinding" in note.message and note.type == "Warning"
+    live = build_pipeline(None, offline=False)
+    assert not [
+        e
+        for e in decide(to_pod(pod("db", spec=claim)), view(node("a")), live, seed=1).events
+        if e.reason == "NotModelled"
+    ]

@@ -134,10 +134,14 @@ def pod_requests(spec: dict[str, Any], source: str) -> tuple[dict[str, int], dic
     """(requests as kube-scheduler counts them, limits as the allocator counts them).
 
     Requests: kube's PodRequests (containers, sidecars and init containers as the sidecar KEP adds
-    them up, pod-level requests, the pod overhead). Limits: per container its limit, its request where
+    them up, pod-level requests, the pod overhead), a container's limit standing for a request it
+    does not set, as the API server defaults it. Limits: per container its limit, its request where
     it sets no limit, added up the same way, plus the overhead.
     """
-    requests = _pod_level(spec, _aggregate(spec, lambda c: _container(c, "requests", source)), source)
+    # A container's limit stands for a request it does not set, as the API server defaults it.
+    requests = _pod_level(
+        spec, _aggregate(spec, lambda c: _container(c, "requests", source, fallback="limits")), source
+    )
     limits = _aggregate(spec, lambda c: _container(c, "limits", source, fallback="requests"))
     limits.update(_resources(spec.get("overhead"), source))
     return dict(requests), dict(limits)
@@ -148,8 +152,9 @@ def nonzero_requests(spec: dict[str, Any], source: str) -> tuple[int, int]:
     requests no cpu or no memory counts 100m or 200 MiB of it."""
 
     def with_defaults(c: dict[str, Any]) -> Counter:
-        own = _container(c, "requests", source)
-        declared = (c.get("resources") or {}).get("requests") or {}
+        own = _container(c, "requests", source, fallback="limits")
+        resources = c.get("resources") or {}
+        declared = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         for name, value in NON_ZERO.items():
             if name not in declared:
                 own[name] += value
@@ -304,6 +309,17 @@ def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
+def _unmodelled(spec: dict[str, Any]) -> tuple[str, ...]:
+    """What kube-scheduler would check for the pod that berth's offline chain does not model."""
+    out = []
+    volumes = spec.get("volumes") or []
+    if any(isinstance(v, dict) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):
+        out.append("VolumeBinding, VolumeZone and NodeVolumeLimits (the pod's PersistentVolumeClaims)")
+    if spec.get("resourceClaims"):
+        out.append("DynamicResources (the pod's resource claims)")
+    return tuple(out)
+
+
 def _controller(meta: dict[str, Any]) -> tuple[str, str] | None:
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller"):
@@ -367,6 +383,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         nonzero_cpu=nonzero_cpu,
         nonzero_memory=nonzero_memory,
         deleting=bool(meta.get("deletionTimestamp")),
+        unmodelled=_unmodelled(spec),
         creation=meta.get("creationTimestamp", "") or "",
         record=placement if record else "",
     )

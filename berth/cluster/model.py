@@ -142,6 +142,9 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
     deleting: bool = False  # metadata.deletionTimestamp is set
+    # What kube-scheduler checks for this pod that berth's offline answer does not model (volumes
+    # bound through PersistentVolumeClaims, DRA resource claims): simulate says so.
+    unmodelled: tuple[str, ...] = ()
     creation: str = ""
     # The berth.dev/placement record berth wrote at binding (not kept by the extender's live cache).
     record: str = ""

@@ -45,15 +45,31 @@ class PodCompiler:
 
     KEPT = 1024
 
-    def __init__(self, config: AllocatorConfig | None = None) -> None:
+    def __init__(self, config: AllocatorConfig | None = None, *, offline: bool = False) -> None:
         self.config = config
+        # Offline, kube-scheduler's checks berth does not model are named on the pod's decision.
+        self.offline = offline
         self._specs: OrderedDict[tuple, PodSpec] = OrderedDict()
 
     def __call__(self, pod: Pod) -> PodSpec:
-        key = (tuple(pod.annotations.items()), tuple(pod.limits.items()))
+        key = (
+            tuple(pod.annotations.items()),
+            tuple(pod.limits.items()),
+            pod.unmodelled if self.offline else (),
+        )
         spec = self._specs.get(key)
         if spec is None:
-            spec = self._specs[key] = compile_pod(pod, config=self.config)
+            spec = compile_pod(pod, config=self.config)
+            if self.offline and pod.unmodelled:
+                note = Event(
+                    "Warning",
+                    "NotModelled",
+                    "kube-scheduler also checks what berth does not model here: "
+                    + "; ".join(pod.unmodelled)
+                    + " (the real scheduler may still refuse a node berth accepts)",
+                )
+                spec = PodSpec(tags=spec.tags, warnings=(*spec.warnings, note), alloc=spec.alloc)
+            self._specs[key] = spec
             if len(self._specs) > self.KEPT:
                 self._specs.popitem(last=False)
         else:

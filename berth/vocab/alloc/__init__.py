@@ -12,7 +12,6 @@ decided (request.py, hints.py). The steps read only that and the cluster view's 
     scorers.py        the weighted scorers    data.py       identity and the bookkeeping algorithms
     registry.py       every name of the seed: its step, or why it has no meaning on Kubernetes
     custom.py         custom algorithms (entry points, class paths)
-    headroom.py       `berth capacity`
 
 berth.pipeline builds the chain from a configuration; docs/allocator.md is the user's reference.
 """
