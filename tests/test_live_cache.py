@@ -168,6 +168,46 @@ def test_the_cache_is_not_ready_before_it_has_listed_and_the_policy_crd_may_be_a
     asyncio.run(scenario())
 
 
+def test_the_cache_reads_workloads_for_kubes_spreading_and_serves_without_those_it_may_not_list(caplog):
+    """ReplicaSets listed give the pods they own kube's default spreading selector; Services and
+    Namespaces berth may not list (403) leave the cache ready, with a warning naming what to grant."""
+
+    async def scenario():
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
+        api.lists["/api/v1/pods"] = [[]]
+        replicaset = {
+            "metadata": {"name": "web-1", "namespace": "shop", "resourceVersion": "9"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        }
+        api.lists["/apis/apps/v1/replicasets"] = [[replicaset]]
+        api.objects["/api/v1/services"] = 403
+        api.objects["/api/v1/namespaces"] = 403
+        cache = await _cache(api)
+        await cache.start()
+        await _until(cache.ready)
+        owned = pod_from_k8s(
+            {
+                "metadata": {
+                    "name": "web-1-x",
+                    "namespace": "shop",
+                    "labels": {"app": "web"},
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1", "controller": True}],
+                },
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            }
+        )
+        selector = cache.view.default_selector(owned)
+        assert selector is not None and selector.matches({"app": "web"}) and not selector.matches({})
+        await cache.stop()
+
+    asyncio.run(scenario())
+    assert any(
+        "services: not allowed to list" in r.message and "grant list and watch" in r.message
+        for r in caplog.records
+    )
+
+
 def test_a_reservation_counts_the_pod_until_the_watch_shows_it_bound():
     async def scenario():
         api = FakeApi()

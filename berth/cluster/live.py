@@ -69,6 +69,9 @@ class Kind:
     key_of: Callable[[dict[str, Any]], str]
     forget: Callable[[str], None]
     optional: bool = False  # a CRD that may not be installed
+    # Not needed to place pods by berth's rules: without the right to read it (403), berth serves
+    # without it (kube's default spreading and pod affinity then miss what it holds), and says so.
+    forbidden_ok: bool = False
 
 
 def _meta_key(obj: dict[str, Any]) -> str:
@@ -85,6 +88,7 @@ class Reflector:
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
+        self.forbidden = False  # the last list was refused (403) for a kind berth can do without
 
     async def run(self) -> None:
         while True:
@@ -98,6 +102,19 @@ class Reflector:
                 if exc.status == 410:
                     log.info("%s: resourceVersion expired, relisting", self.kind.name)
                     self.resource_version = ""
+                    continue
+                if exc.status == 403 and self.kind.forbidden_ok:
+                    if not self.forbidden:
+                        log.warning(
+                            "%s: not allowed to list (%s); kube-scheduler's default spreading and pod "
+                            "affinity leave them out until it is (grant list and watch on %s)",
+                            self.kind.name,
+                            exc.message,
+                            self.kind.name,
+                        )
+                    self.forbidden = True
+                    self.synced.set()
+                    await asyncio.sleep(10 * RETRY_SECONDS)
                     continue
                 if exc.status == 404 and self.kind.optional:
                     # The CRD is not installed (yet): nothing to cache, look again later. One that was
@@ -125,6 +142,7 @@ class Reflector:
             self.kind.forget(gone)
         self.resource_version = rv
         self.relists += 1
+        self.forbidden = False
         self.cache.touched()
         self.synced.set()
 
@@ -241,6 +259,8 @@ class LiveCluster:
             keys=lambda: view.workload_keys(kind),
             key_of=_meta_key,
             forget=forget,
+            optional=True,
+            forbidden_ok=True,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------
