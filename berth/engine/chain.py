@@ -18,7 +18,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.engine.ledger import Candidates, Column, Excluded, ScoreColumn, SetAside, StepRun, TierColumn
+from berth.engine.ledger import (
+    ArrayValues,
+    Candidates,
+    Column,
+    Excluded,
+    ScoreColumn,
+    SetAside,
+    StepRun,
+    TierColumn,
+)
 from berth.engine.slots import in_candidate_order, known, without
 from berth.engine.step import NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
 from berth.engine.types import Phase, Reason
@@ -169,6 +178,11 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out
     """Only the nodes with the highest value go on. The step reports the nodes whose value is not 0;
     every other node is at 0."""
     values = _plain_values(step, cands, prepared, ctx) if _plain else step.values(cands, prepared, ctx)
+    if isinstance(values, ArrayValues):  # every candidate's value, in an array
+        best = int(values.array.max()) if len(values) else 0
+        everywhere = not len(values) or int(values.array.min()) == best
+        kept = cands if everywhere else _pick(cands, values.at(best))
+        return _tier_outcome(step, cands, kept, values, best, prepared, out)
     best = max(values.values()) if values else 0
     if len(values) < len(cands):
         best = max(best, 0)  # some node is at 0
@@ -179,6 +193,19 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out
     else:  # the few nodes at the highest value stay
         top = [n for n, v in values.items() if v == best]
         kept = _pick(cands, in_candidate_order(cands, top, ctx.view))
+    return _tier_outcome(step, cands, kept, values, best, prepared, out)
+
+
+def _tier_outcome(
+    step: Tier,
+    cands: Candidates,
+    kept: Candidates,
+    values: Mapping[str, int],
+    best: int,
+    prepared: Any,
+    out: Outcome,
+) -> Candidates:
+    """The tier's column, its removals (made when read) and its run, added to `out`; the nodes kept."""
     column = TierColumn(step.name, cands, values, best)
     by_value: dict[int, Reason] = {}
 
@@ -190,13 +217,21 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out
 
     removed: Mapping[str, Reason] = {}
     if len(kept) < len(cands):
-        shared = reason(next(n for n in cands if n not in kept)) if step.shared_reason else None
+        shared = reason(_first_left_out(cands, kept, values, best)) if step.shared_reason else None
         removed = Excluded(cands, kept, reason, shared)
     if removed:
         out.removals.append(removed)
     out.columns.append(column)
     out.runs.append(StepRun(step.name, step.phase, cands, kept, removed, scores=column))
     return kept
+
+
+def _first_left_out(cands: Candidates, kept: Candidates, values: Mapping[str, int], best: int) -> str:
+    """The first candidate the tier left out (from the array when there is one: reading a Remaining
+    node by node would make it a dict)."""
+    if isinstance(values, ArrayValues):
+        return values.first_not(best)
+    return next(n for n in cands if n not in kept)
 
 
 def _pick(cands: Candidates, names: Iterable[str]) -> Candidates:

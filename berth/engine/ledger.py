@@ -347,6 +347,54 @@ def _scratch(n: int) -> np.ndarray:
     return held[:n]
 
 
+class ArrayValues(Mapping[str, int]):
+    """A tier's values of every candidate as an integer array in candidate order, for a tier that
+    works them out for all of them at once (kube's scores): the runner finds the highest and the nodes
+    that have it in the array; a node's value is looked up by its slot only when something reads it
+    (never by walking the candidates, which may be a Remaining)."""
+
+    __slots__ = ("_positions", "among", "array", "layout", "slots")
+
+    def __init__(self, among: Candidates, array: np.ndarray, slots: np.ndarray, layout: Any) -> None:
+        self.among = among
+        self.array = array
+        self.slots = slots  # the candidates' slots in the view, in candidate order
+        self.layout = layout  # the view's Slots: names by slot, slot by name
+        self._positions: np.ndarray | None = None  # slot -> place among the candidates
+
+    def __getitem__(self, name: str) -> int:
+        if name not in self.among:
+            raise KeyError(name)
+        if self._positions is None:
+            self._positions = np.empty(len(self.layout.names), dtype=np.intp)
+            self._positions[self.slots] = np.arange(len(self.slots))
+        return int(self.array[self._positions[self.layout.index[name]]])
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.among
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.among)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def at(self, value: int) -> list[str]:
+        """The candidates whose value is `value`, in candidate order."""
+        names = self.layout.names
+        return [names[s] for s in self.slots[np.flatnonzero(self.array == value)].tolist()]
+
+    def first_not(self, value: int) -> str:
+        """The first candidate whose value is not `value` (one is)."""
+        return self.layout.names[int(self.slots[int(np.argmax(self.array != value))])]
+
+
 class TierColumn(Column):
     """A tier's values: `by_node` holds the nodes whose value is not 0; raw, normalised and weighted
     are all the value. Every node that went on from the tier had the highest value, `best`."""

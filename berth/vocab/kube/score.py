@@ -38,6 +38,7 @@ import numpy as np
 
 from berth.cluster.model import Node, Toleration
 from berth.cluster.view import ClusterView, NodeState
+from berth.engine.ledger import ArrayValues
 from berth.engine.slots import slots_of
 from berth.engine.step import PodContext, Tier, skip
 from berth.engine.types import Kind, Reason
@@ -300,7 +301,7 @@ class KubeDefaultScore(Tier):
             spread=spread,
             prepared=prepared,
         )
-        return dict(zip(cands, totals.tolist(), strict=True))
+        return ArrayValues(cands, totals, at, view.slots())
 
     def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
         return Reason(
