@@ -105,20 +105,27 @@ def run_e2e(nodes: int, pods: int, scenarios: list[str], results: dict[str, Any]
     results["e2e"] = {"rows": rows, "ratios": ratios, "cpu": cpu, "versions": versions}
 
 
-def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any]) -> None:
+def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any], shape: str = "spread") -> None:
     from bench import e2e
 
-    rows, ratios, versions = e2e.scale(sizes, new=new)
-    title = f"Scale: {new} new pods among pods already bound, {e2e.SCALE_GROUPS} groups ({versions})"
+    rows, ratios, versions = e2e.scale(sizes, new=new, shape=shape)
+    title = (
+        f"Scale ({shape}): {new} new pods among pods already bound, {e2e.SCALE_GROUPS} groups ({versions})"
+    )
     print(table(title, e2e.SCALE_HEADERS, rows))
+    rule = "required" if shape == "spread" else "preferred"
     print(
         table(
-            "Scale: ratios (berth-scheduler / kube-scheduler's pod anti-affinity)",
+            f"Scale ({shape}): ratios (berth-scheduler / kube-scheduler's {rule} pod anti-affinity)",
             e2e.SCALE_RATIO_HEADERS,
             ratios,
         )
     )
-    results["scale"] = {"rows": rows, "ratios": ratios, "versions": versions}
+    results[f"scale-{shape}" if shape != "spread" else "scale"] = {
+        "rows": rows,
+        "ratios": ratios,
+        "versions": versions,
+    }
 
 
 def run_watch(nodes: int, pods: int, rates: tuple[float, ...], results: dict[str, Any]) -> None:
@@ -159,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         "quick 30x300; none to skip)",
     )
     parser.add_argument("--e2e-new", type=int, help="new pods per scale run (default 1000; quick 100)")
+    parser.add_argument(
+        "--e2e-shape",
+        choices=("spread", "preferred"),
+        default="spread",
+        help="the scale runs' rule: spread (required anti-affinity against require_without_tag) or "
+        "preferred (preferred anti-affinity, kube's term for both schedulers)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args(argv)
     only = [p.strip() for p in args.only.split(",") if p.strip()]
@@ -191,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             run_e2e(nodes, pods, classic, results)
         scale = args.e2e_scale or ("30x300" if quick else "500x5000,5000x25000")
         if scale != "none":
-            run_scale(_scale_sizes(scale), args.e2e_new or (100 if quick else 1000), results)
+            run_scale(_scale_sizes(scale), args.e2e_new or (100 if quick else 1000), results, args.e2e_shape)
     if "watch" in only:
         run_watch(30 if quick else 500, 100 if quick else 1000, (100.0,) if quick else (50.0, 100.0), results)
     print(f"total {time.perf_counter() - started:.1f} s")

@@ -94,6 +94,9 @@ def _pod(name: str, namespace: str, scheduler: str, group: str, rule: str) -> di
     elif rule == "affinity":
         preferred = [{"weight": 100, "podAffinityTerm": term}]
         spec["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    elif rule == "preferred-anti-affinity":  # scheduler_perf's SchedulingPreferredPodAntiAffinity
+        preferred = [{"weight": 100, "podAffinityTerm": term}]
+        spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
     elif rule in ("require_without_tag", "prefer_with_tag"):
         meta["annotations"] = {
             "berth.dev/tags": json.dumps([group]),
@@ -521,7 +524,18 @@ SCALE_HEADERS = [
 ]
 SCALE_RATIO_HEADERS = ["nodes", "existing", "new", "berth pods/s", "kube-scheduler pods/s", "ratio"]
 SCALE_GROUPS = 50
-SCALE_RUNS = (("default-scheduler", "anti-affinity"), ("berth-scheduler", "require_without_tag"))
+# The scale shapes: the runs of each, the built-in rule's first. `spread`: each new pod must avoid the
+# nodes of its group (kube's required anti-affinity against berth's require_without_tag); `preferred`:
+# each prefers to avoid them (scheduler_perf's SchedulingPreferredPodAntiAffinity), the same kube term
+# for both schedulers, which berth-scheduler scores inside berth's decision (kube/default-score).
+SCALE_SHAPES = {
+    "spread": (("default-scheduler", "anti-affinity"), ("berth-scheduler", "require_without_tag")),
+    "preferred": (
+        ("default-scheduler", "preferred-anti-affinity"),
+        ("berth-scheduler", "preferred-anti-affinity"),
+    ),
+}
+SCALE_RUNS = SCALE_SHAPES["spread"]
 
 
 def _existing(i: int, nodes: int, namespace: str, scheduler: str, rule: str) -> dict[str, Any]:
@@ -625,14 +639,14 @@ async def scale_run(
 
 
 def scale(
-    sizes: list[tuple[int, int]], *, new: int = 1000, timeout: float = 1200
+    sizes: list[tuple[int, int]], *, new: int = 1000, timeout: float = 1200, shape: str = "spread"
 ) -> tuple[list[list[Any]], list[list[Any]], str]:
     """For each (nodes, existing): a control plane of its own, the built-in rule's run first, then
     berth's, each with `new` pods to place among `existing` pods already bound."""
     rows: list[list[Any]] = []
     version = "?"
     for nodes, existing in sizes:
-        size_rows, version = _scale_size(nodes, existing, new, timeout)
+        size_rows, version = _scale_size(nodes, existing, new, timeout, SCALE_SHAPES[shape])
         rows += size_rows
     ratios = []
     for nodes, existing in sizes:
@@ -642,7 +656,9 @@ def scale(
     return rows, ratios, f"kube-scheduler {version}"
 
 
-def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[list[list[Any]], str]:
+def _scale_size(
+    nodes: int, existing: int, new: int, timeout: float, runs: tuple[tuple[str, str], ...] = SCALE_RUNS
+) -> tuple[list[list[Any]], str]:
     harness = Harness()
 
     async def work(api: Api, processes: dict[str, int]) -> list[list[Any]]:
@@ -651,7 +667,7 @@ def _scale_size(nodes: int, existing: int, new: int, timeout: float) -> tuple[li
             await scale_run(
                 api, harness.start_scheduler, run, processes=processes, counts=harness.binds, **sizes
             )
-            for run in SCALE_RUNS
+            for run in runs
         ]
         print(f"[bench] scale {nodes}/{existing}: {harness.names_read()}", file=sys.stderr, flush=True)
         return rows
