@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from berth.engine.ledger import (
     ArrayValues,
     Candidates,
@@ -28,7 +30,7 @@ from berth.engine.ledger import (
     StepRun,
     TierColumn,
 )
-from berth.engine.slots import in_candidate_order, known, without
+from berth.engine.slots import LEFT_OUT_AT_MOST, in_candidate_order, known, remaining, without
 from berth.engine.step import NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
 from berth.engine.types import Phase, Reason
 
@@ -180,8 +182,13 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out
     values = _plain_values(step, cands, prepared, ctx) if _plain else step.values(cands, prepared, ctx)
     if isinstance(values, ArrayValues):  # every candidate's value, in an array
         best = int(values.array.max()) if len(values) else 0
-        everywhere = not len(values) or int(values.array.min()) == best
-        kept = cands if everywhere else _pick(cands, values.at(best))
+        at_best = int(np.count_nonzero(values.array == best))
+        if at_best == len(values):
+            kept = cands
+        elif len(values) - at_best <= LEFT_OUT_AT_MOST:  # all but a few stay: no copy of thousands
+            kept = remaining(cands, values.not_at(best))
+        else:
+            kept = _pick(cands, values.at(best))
         return _tier_outcome(step, cands, kept, values, best, prepared, out)
     best = max(values.values()) if values else 0
     if len(values) < len(cands):

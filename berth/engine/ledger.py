@@ -390,6 +390,11 @@ class ArrayValues(Mapping[str, int]):
         names = self.layout.names
         return [names[s] for s in self.slots[np.flatnonzero(self.array == value)].tolist()]
 
+    def not_at(self, value: int) -> list[str]:
+        """The candidates whose value is not `value`, in candidate order."""
+        names = self.layout.names
+        return [names[s] for s in self.slots[np.flatnonzero(self.array != value)].tolist()]
+
     def first_not(self, value: int) -> str:
         """The first candidate whose value is not `value` (one is)."""
         return self.layout.names[int(self.slots[int(np.argmax(self.array != value))])]

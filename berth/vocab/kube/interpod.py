@@ -21,6 +21,7 @@ their terms, never from a scan of every pod.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +178,7 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
     view = ctx.view
     out: dict[str, Counter] = {}
 
-    def add(term: AffinityTerm, weight: int, nodes: Counter) -> None:
+    def add(term: AffinityTerm, weight: int, nodes: Mapping[str, int]) -> None:
         for name, count in nodes.items():
             node = view.node(name)
             if node is None or not node.labels or term.topology_key not in node.labels:
@@ -194,8 +195,9 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
             add(term, sign * weighted.weight, nodes)
     me = ctx.self_pod
     for terms, placed in view.pods_with_affinity().items():
-        nodes = Counter(placed)
-        if me is not None and me.affinity == terms and nodes.get(ctx.self_node):
+        nodes: Mapping[str, int] = placed  # read as it is: copied only to take the pod itself off
+        if me is not None and me.affinity == terms and placed.get(ctx.self_node):
+            nodes = Counter(placed)
             nodes[ctx.self_node] -= 1
             nodes = +nodes
         if not nodes:

@@ -246,8 +246,8 @@ class KubeDefaultScore(Tier):
             preference = np.zeros(len(at), np.int64)
         inter_pod = np.zeros(len(at), np.int64)
         for key, scores in prepared.topology.items():
-            ids, names = nodes.label(key)
-            table = np.array([scores.get(v, 0) for v in names] + [0], np.int64)  # id -1: no label
+            ids, _ = nodes.label(key)
+            table = nodes.table(key, scores)
             inter_pod += table[ids[at]]
         cpu, memory = nodes.allocatable("cpu")[at], nodes.allocatable("memory")[at]
         used = {
@@ -286,8 +286,7 @@ class KubeDefaultScore(Tier):
                             on[index[name]] = count
                     counts = on[at]
                 else:
-                    _, names = nodes.label(constraint.topology_key)
-                    table = np.array([prepared.domains[i].get(v, 0) for v in names] + [0], np.int64)
+                    table = nodes.table(constraint.topology_key, prepared.domains[i])
                     counts = table[ids]
                 domains = len(np.unique(ids[~ignored]))
                 spread.append((has, counts, domains))
@@ -421,6 +420,7 @@ class _Nodes:
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self._labels: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._ids: dict[str, dict[str, int]] = {}  # label key -> value -> id
         self._allocatable: dict[str, np.ndarray] = {}
 
     @classmethod
@@ -440,7 +440,20 @@ class _Nodes:
                 np.intp,
             )
             found = self._labels[key] = (column, list(ids))
+            self._ids[key] = ids
         return found
+
+    def table(self, key: str, by_value: Mapping[str, int]) -> np.ndarray:
+        """`by_value` by the ids of label `key`'s values, one more entry (0) for id -1, the nodes without
+        the label; made from the few values given, not from every node's (a hostname has one each)."""
+        names = self.label(key)[1]
+        ids = self._ids[key]
+        out = np.zeros(len(names) + 1, np.int64)
+        for value, count in by_value.items():
+            at = ids.get(value)
+            if at is not None:
+                out[at] = count
+        return out
 
     def allocatable(self, resource: str) -> np.ndarray:
         found = self._allocatable.get(resource)
