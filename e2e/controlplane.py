@@ -1,8 +1,13 @@
 """A real, loopback-only Kubernetes control plane for end-to-end tests.
 
 Runs etcd + kube-apiserver (+ any number of kube-scheduler processes) built by
-``e2e/build-controlplane.sh`` -- no Docker, no kubelet, no controller-manager.
-Standard library only; certificates are made with the ``openssl`` CLI.
+``e2e/build-controlplane.sh`` -- no Docker, no real kubelet. With
+``start_controllers()`` it also runs kube-controller-manager (Deployments make
+ReplicaSets and pods, PodDisruptionBudgets get a status, deleted pods are
+garbage collected) and kwok, which plays the kubelet of the nodes made with
+``kwok=True``: node heartbeats (leases), pods Running and Ready, graceful
+deletion completed. Standard library only; certificates are made with the
+``openssl`` CLI.
 
     from controlplane import ControlPlane
 
@@ -42,6 +47,8 @@ __all__ = ["ControlPlane", "ControlPlaneError", "KubectlError", "find_bin_dir", 
 E2E_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = E2E_DIR / "build-controlplane.sh"
 REQUIRED_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+# The annotation kwok manages nodes by (its --manage-nodes-with-annotation-selector).
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 LOOPBACK = "127.0.0.1"
 TOKEN_USERS = ("berth-reader",)  # users of the API server's static token file
 
@@ -227,6 +234,56 @@ class ControlPlane:
         self._procs.append((name, proc, logf))
         self._argv[name] = argv
         return proc
+
+    # ------------------------------------------------------------------ controllers
+    def start_controllers(self, *, controllers: str = "*,-nodeipam") -> None:
+        """Start kube-controller-manager (with the admin kubeconfig, leader election off) and kwok,
+        which manages the nodes annotated ``kwok.x-k8s.io/node=fake`` (create_node(kwok=True)) with the
+        stages of its own repository (node heartbeats, pod lifecycle), built by the build script.
+        Nodes made without kwok get no heartbeat: kube-controller-manager's node lifecycle controller
+        takes them NotReady after its grace period."""
+        assert self.bin and self.certs and self.kubeconfig
+        missing = [b for b in ("kube-controller-manager", "kwok") if not os.access(self.bin / b, os.X_OK)]
+        if missing:
+            raise ControlPlaneError(f"{', '.join(missing)} missing from {self.bin}: run {BUILD_SCRIPT}")
+        d = self.certs
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                f"--controllers={controllers}",
+                f"--root-ca-file={d / 'ca.crt'}",
+                f"--service-account-private-key-file={d / 'sa.key'}",
+                "--secure-port=0",
+                "--concurrent-deployment-syncs=10",
+                "--concurrent-replicaset-syncs=10",
+                "--v=2",
+            ],
+        )
+        stages = self.bin / "kwok-stages.yaml"
+        self._spawn(
+            "kwok",
+            [
+                str(self.bin / "kwok"),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={stages}",
+                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+                "--node-lease-duration-seconds=40",
+                "--server-address=",
+                "--cidr=10.244.0.0/16",
+                f"--node-ip={LOOPBACK}",
+            ],
+        )
+        time.sleep(1.0)
+        for name in ("kube-controller-manager", "kwok"):
+            proc = next(p for n, p, _ in self._procs if n == name)
+            if proc.poll() is not None:
+                assert self.logs is not None
+                raise ControlPlaneError(
+                    f"{name} exited with code {proc.returncode}:\n{_tail(self.logs / (name + '.log'))}"
+                )
 
     # ------------------------------------------------------------------ faults
     def kill(self, name: str) -> None:
@@ -495,6 +552,7 @@ current-context: berth-e2e
         memory: str = "32Gi",
         pods: str = "110",
         labels: dict[str, str] | None = None,
+        kwok: bool = False,
     ) -> None:
         """create_node() for many nodes at once, through the API directly (seconds for hundreds)."""
         res = {"cpu": cpu, "memory": memory, "pods": pods}
@@ -508,7 +566,9 @@ current-context: berth-e2e
             "lastTransitionTime": now,
         }
         for name in names:
-            meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+            meta: dict = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+            if kwok:
+                meta["annotations"] = {KWOK_ANNOTATION: "fake"}
             self.api_request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
             status = {"status": {"capacity": res, "allocatable": res, "conditions": [ready]}}
             self.api_request("PATCH", f"/api/v1/nodes/{name}/status", status, patch=True)
@@ -539,8 +599,10 @@ current-context: berth-e2e
         pods: str = "110",
         labels: dict[str, str] | None = None,
         extra_allocatable: dict[str, str] | None = None,
+        kwok: bool = False,
     ) -> dict:
-        """Create a fake Ready Node (no kubelet) the scheduler will place pods on.
+        """Create a fake Ready Node (no kubelet) the scheduler will place pods on; with ``kwok``,
+        kwok (start_controllers) plays its kubelet.
 
         1. ``kubectl apply`` the Node (status is ignored on create);
         2. ``kubectl patch --subresource=status``: capacity/allocatable + Ready;
@@ -548,7 +610,9 @@ current-context: berth-e2e
            TaintNodesByCondition admission plugin adds on create (normally the
            node-lifecycle controller removes it; there is no controller-manager).
         """
-        meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+        meta: dict = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+        if kwok:
+            meta["annotations"] = {KWOK_ANNOTATION: "fake"}
         self.kubectl(
             "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": meta})
         )
