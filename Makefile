@@ -1,5 +1,6 @@
 # The two set-up commands of the README. Each creates the virtualenv on first use; the end-to-end tests
-# build etcd, kube-apiserver, kube-scheduler, kubectl and helm into ~/.cache/berth on first use
+# build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, helm and kwok into
+# ~/.cache/berth on first use
 # (e2e/build-controlplane.sh, about 7 minutes cold on 2 cores, then reused).
 VENV ?= .venv
 PYTHON ?= python3
