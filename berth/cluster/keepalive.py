@@ -2,7 +2,7 @@
 
 `berth serve` posts one Binding per placed pod. Through aiohttp's client session that request cost 1.1
 to 1.25 ms of CPU on the e2e control plane, three times what one write of the request and httptools
-parsing the answer cost (measured side by side, bench/RESULTS.md "The protocol's own cost, and the
+parsing the answer cost (measured side by side, bench/HISTORY.md "The protocol's own cost, and the
 decision at 500 nodes"). So the hot writes skip the client framework: a request is one write of
 pre-joined bytes, and the answer is read by httptools, the parser uvicorn uses. `Endpoint` says where
 these connections go; the watches use it too (berth.cluster.watchstream). Reads and lists stay on

@@ -3,7 +3,7 @@ connection's own callbacks, and the reader wakes once for all the lines that one
 
 `berth serve` watches every pod of the cluster, so each pod placed costs it one watch event (the pod
 bound). Through aiohttp's session that event cost 0.55 to 0.65 ms of `berth serve`'s CPU, against 0.04
-to decode and apply it (bench/RESULTS.md, "Attempts per pod, the scheduling cycle"): the stream reader's
+to decode and apply it (bench/HISTORY.md, "Attempts per pod, the scheduling cycle"): the stream reader's
 futures and wake-ups per chunk, and a read timeout cancelled and armed again for every chunk. Here the
 silence of the stream is watched by one timer that sets itself again from the time of the last byte,
 and a reader far behind pauses the socket instead of holding an unbounded backlog.
