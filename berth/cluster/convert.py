@@ -384,6 +384,10 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         nonzero_memory=nonzero_memory,
         deleting=bool(meta.get("deletionTimestamp")),
         unmodelled=_unmodelled(spec),
+        priority=spec.get("priority") if isinstance(spec.get("priority"), int) else 0,
+        nominated_node=_word(status.get("nominatedNodeName") or ""),
+        start_time=status.get("startTime") or "",
+        preempts=spec.get("preemptionPolicy") != "Never",
         creation=meta.get("creationTimestamp", "") or "",
         record=placement if record else "",
     )

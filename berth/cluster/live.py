@@ -41,13 +41,14 @@ GONE_REMEMBERED = 10_000
 
 
 # (kind, name, list path): the objects whose selectors and labels kube-scheduler's default spreading
-# and pod affinity read (ClusterView.upsert_workload).
+# and pod affinity read, and the PodDisruptionBudgets preemption counts (ClusterView.upsert_workload).
 WORKLOADS = (
     ("Service", "services", "/api/v1/services"),
     ("ReplicaSet", "replicasets", "/apis/apps/v1/replicasets"),
     ("StatefulSet", "statefulsets", "/apis/apps/v1/statefulsets"),
     ("ReplicationController", "replicationcontrollers", "/api/v1/replicationcontrollers"),
     ("Namespace", "namespaces", "/api/v1/namespaces"),
+    ("PodDisruptionBudget", "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets"),
 )
 
 

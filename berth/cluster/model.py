@@ -142,6 +142,12 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
     deleting: bool = False  # metadata.deletionTimestamp is set
+    # Preemption: spec.priority, status.nominatedNodeName (where kube-scheduler made room for the
+    # pod), status.startTime (kube orders victims of equal priority by it), spec.preemptionPolicy.
+    priority: int = 0
+    nominated_node: str = ""
+    start_time: str = ""
+    preempts: bool = True  # preemptionPolicy is not Never
     # What kube-scheduler checks for this pod that berth's offline answer does not model (volumes
     # bound through PersistentVolumeClaims, DRA resource claims): simulate says so.
     unmodelled: tuple[str, ...] = ()

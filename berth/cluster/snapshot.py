@@ -23,7 +23,14 @@ from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
 
 # What kube's default spreading and pod affinity read besides nodes and pods (ClusterView.upsert_workload).
-WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController", "Namespace")
+WORKLOAD_KINDS = (
+    "Service",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "Namespace",
+    "PodDisruptionBudget",
+)
 # libyaml when PyYAML was built with it: the pure-Python loader takes minutes on 150k pods.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -292,6 +292,11 @@ class ClusterView:
         self._services: dict[str, dict[str, dict[str, str]]] = {}
         self._controllers: dict[tuple[str, str, str], Selector] = {}
         self._namespace_labels: dict[str, dict[str, str]] = {}
+        # PodDisruptionBudgets: namespace -> name -> (selector, status.disruptionsAllowed)
+        self._budgets: dict[str, dict[str, tuple[Selector, int]]] = {}
+        # Pending pods kube-scheduler nominated a node for (it made room there by preemption):
+        # node -> pod key -> pod
+        self._nominated: dict[str, dict[str, Pod]] = {}
         self.workload_generation = 0
         self._default_selectors: dict[tuple, Selector | None] = {}
         self._sorted_names: list[str] | None = None
@@ -409,6 +414,18 @@ class ClusterView:
         """The placed pods that carry pod (anti-)affinity terms, by their terms: terms -> node ->
         pods placed there; read-only (kube's symmetry and its scoring of existing pods' terms)."""
         return self._with_affinity
+
+    def budgets(self, namespace: str) -> Mapping[str, tuple[Selector, int]]:
+        """The PodDisruptionBudgets of a namespace: name -> (selector, disruptionsAllowed); read-only."""
+        return self._budgets.get(namespace, {})
+
+    def nominated_nodes(self) -> list[str]:
+        """The nodes some pending pod is nominated to."""
+        return list(self._nominated)
+
+    def nominated(self, node: str) -> Mapping[str, Pod]:
+        """The pending pods nominated to `node` (kube-scheduler preempted for them there); read-only."""
+        return self._nominated.get(node, {})
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self._namespace_labels.get(namespace, {})
@@ -566,6 +583,8 @@ class ClusterView:
                 self._attach(state, pod, key)
             else:
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
+        elif pod.nominated_node:
+            self._nominated.setdefault(pod.nominated_node, {})[key] = pod
 
     def remove_pod(self, key: str) -> Pod | None:
         pod = self._pods.pop(key, None)
@@ -581,6 +600,12 @@ class ClusterView:
                 self._count_node(pod, pod.node_name, -1)
             elif state is None:
                 self._orphans.get(pod.node_name, {}).pop(key, None)
+        elif pod.nominated_node:
+            waiting = self._nominated.get(pod.nominated_node)
+            if waiting is not None:
+                waiting.pop(key, None)
+                if not waiting:
+                    del self._nominated[pod.nominated_node]
         return pod
 
     def _index(self, pod: Pod, *, add: bool, key: str | None = None) -> None:
@@ -680,6 +705,15 @@ class ClusterView:
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
         if kind == "Namespace":
             self._namespace_labels[name] = dict(meta.get("labels") or {})
+        elif kind == "PodDisruptionBudget":
+            status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+            allowed = status.get("disruptionsAllowed")
+            chosen = parse_selector(spec.get("selector"), "spec.selector")[0]
+            self._budgets.setdefault(namespace, {})[name] = (
+                chosen,
+                allowed if isinstance(allowed, int) else 0,
+            )
+            return  # the spreading selectors do not read budgets
         elif kind == "Service":
             chosen = spec.get("selector")
             self._services.setdefault(namespace, {})[name] = dict(chosen) if isinstance(chosen, dict) else {}
@@ -701,6 +735,8 @@ class ClusterView:
         """The keys (namespace/name; a Namespace's name) of the objects of `kind` the view holds."""
         if kind == "Namespace":
             return set(self._namespace_labels)
+        if kind == "PodDisruptionBudget":
+            return {f"{ns}/{name}" for ns, names in self._budgets.items() for name in names}
         if kind == "Service":
             return {f"{ns}/{name}" for ns, names in self._services.items() for name in names}
         return {f"{ns}/{name}" for ns, k, name in self._controllers if k == kind}
@@ -708,6 +744,9 @@ class ClusterView:
     def remove_workload(self, kind: str, namespace: str, name: str) -> None:
         if kind == "Namespace":
             self._namespace_labels.pop(name, None)
+        elif kind == "PodDisruptionBudget":
+            self._budgets.get(namespace, {}).pop(name, None)
+            return
         elif kind == "Service":
             self._services.get(namespace, {}).pop(name, None)
         else:

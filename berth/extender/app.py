@@ -128,9 +128,7 @@ class Verbs:
                 return 200, wire.ENCODER.encode(await placer.prioritize(args))
             if verb == "bind":
                 return 200, wire.ENCODER.encode(await placer.bind(args))
-            # berth never proposes victims: every candidate node keeps the victims the scheduler chose.
-            result = wire.ExtenderPreemptionResult(node_name_to_meta_victims=args.node_name_to_meta_victims)
-            return 200, wire.ENCODER.encode(result)
+            return 200, wire.ENCODER.encode(await placer.preempt(args))
         except Exception as exc:  # a bug must cost one attempt, never the scheduler's connection
             log.exception("%s failed", verb)
             return 200, wire.ENCODER.encode(

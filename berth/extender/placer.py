@@ -1,4 +1,4 @@
-"""What the extender's verbs do, free of HTTP: filter, prioritize, bind, simulate.
+"""What the extender's verbs do, free of HTTP: filter, prioritize, bind, preempt, simulate.
 
 kube-scheduler calls filter, then (with more than one node left) prioritize, then bind, one pod at a
 time; the binding itself runs asynchronously in the scheduler. berth decides once, at filter: it
@@ -10,6 +10,7 @@ that node alone, only when something has. prioritize stays correct for configura
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import zlib
@@ -28,6 +29,7 @@ from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide
 from berth.errors import BerthError
 from berth.extender import wire
+from berth.preemption import nominated_here, overlay, select_victims
 
 log = logging.getLogger("berth.extender")
 
@@ -144,7 +146,12 @@ class Placer:
         return not any(p.reads_session for p in view.policies_for(remembered.pod))
 
     def _decide(self, pod: Pod, names: list[str] | Found) -> tuple[Remembered, Decision]:
-        decision = decide(pod, self.cluster.view, self.online, candidates=names, seed=seed_for(pod))
+        view = self.cluster.view
+        # Pods kube-scheduler nominated to a node (it evicted for them there) of equal or higher
+        # priority count there as placed: the room a preemption freed is not taken by another pod.
+        waiting = nominated_here(view, pod, view.nominated_nodes()) if view.nominated_nodes() else []
+        with overlay(view, place=waiting) if waiting else contextlib.nullcontext():
+            decision = decide(pod, view, self.online, candidates=names, seed=seed_for(pod))
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
         )
@@ -223,6 +230,32 @@ class Placer:
         await self._refused(pod, decision)
         return wire.ExtenderFilterResult(
             node_names=[], failed_nodes=failed or None, failed_and_unresolvable_nodes=unresolvable or None
+        )
+
+    async def preempt(self, args: wire.ExtenderPreemptionArgs) -> wire.ExtenderPreemptionResult:
+        """kube-scheduler's candidates for preempting, each with its victims, as berth agrees to them
+        (berth.preemption): nodes berth would still refuse are dropped, and lower-priority pods that
+        block only under berth's rules are added as victims."""
+        if not self.cluster.ready():
+            return wire.ExtenderPreemptionResult()  # no node: preemption does not go ahead
+        pod = pod_from_k8s(args.pod)
+        proposed: dict[str, list[str]] = {}
+        for node, meta in (args.node_name_to_meta_victims or {}).items():
+            proposed[node] = [m.uid for m in (meta.pods or [])]
+        for node, full in (args.node_name_to_victims or {}).items():
+            pods = (full or {}).get("Pods") or []
+            proposed[node] = [((p.get("metadata") or {}).get("uid") or "") for p in pods]
+        chosen = select_victims(pod, self.cluster.view, self.online, proposed, seed=seed_for(pod))
+        # A node kube proposed with victims keeps at least one (kube up to v1.37 refuses an empty list).
+        return wire.ExtenderPreemptionResult(
+            node_name_to_meta_victims={
+                node: wire.MetaVictims(
+                    pods=[wire.MetaPod(uid=p.uid) for p in victims.pods],
+                    num_pdb_violations=victims.pdb_violations,
+                )
+                for node, victims in chosen.items()
+                if victims.pods or not proposed[node]
+            }
         )
 
     async def prioritize(self, args: wire.ExtenderArgs) -> list[wire.HostPriority]:

@@ -107,6 +107,9 @@ extenders:
     filterVerb: filter
     prioritizeVerb: prioritize
     bindVerb: bind
+    # Preemption asks berth about kube's candidates: berth drops the nodes its rules would still refuse
+    # and adds the lower-priority pods that block only under its rules as victims.
+    preemptVerb: preempt
     weight: 1
     nodeCacheCapable: true
     # A filter that times out fails the pod's scheduling attempt; berth answers in milliseconds.
