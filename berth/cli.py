@@ -338,6 +338,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise BerthError("--tls-cert and --tls-key go together")
+    if args.follow_lease is not None:
+        namespace, _, name = args.follow_lease.partition("/")
+        if not namespace or not name:
+            raise BerthError(f"--follow-lease should be NAMESPACE/NAME, found {args.follow_lease!r}")
+        if args.cluster:
+            raise BerthError("--follow-lease goes with a live cluster, not --cluster")
     config = _allocator_config(args.config)
     serve(
         host=args.host,
@@ -352,6 +358,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         reservation_seconds=args.reservation_seconds,
         placement_events=_placement_events(args.placement_events),
+        follow_lease=args.follow_lease,
+        identity=args.identity,
     )
     return 0
 
@@ -571,6 +579,18 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="events written on each placed pod: none (default; the placement record rides on the pod as "
         "the berth.dev/placement annotation), all, or a comma list of Placed, HadNoChoice, FinalCandidates, "
         "HighestAffinity. Refusals and invalid specifications are always events",
+    )
+    srv.add_argument(
+        "--follow-lease",
+        metavar="NAMESPACE/NAME",
+        help="the Lease the kube-scheduler beside berth leads by: filter is answered only while it holds "
+        "it (after listing the cluster again when it takes it) and bind is refused once it no longer does",
+    )
+    srv.add_argument(
+        "--identity",
+        metavar="NAME",
+        help="with --follow-lease: the scheduler's identity in the Lease, before its '_' (default: this "
+        "host's name, which kube-scheduler uses)",
     )
     srv.set_defaults(func=cmd_serve)
 

@@ -114,9 +114,7 @@ def select_victims(
             lower = [
                 p
                 for p in state.pods.values()
-                if p.priority < pod.priority
-                and not p.same_pod(pod)
-                and p.key not in placed_for_others
+                if p.priority < pod.priority and not p.same_pod(pod) and p.key not in placed_for_others
             ]
             if not lower:
                 continue

@@ -684,8 +684,11 @@ current-context: berth-e2e
         wait_ready: bool = True,
         extra_args: Sequence[str] = (),
         verbosity: int = 2,
+        hostname: str | None = None,
     ) -> subprocess.Popen:
-        """Start kube-scheduler with ``--config`` written from config_yaml_text.
+        """Start kube-scheduler with ``--config`` written from config_yaml_text; with ``hostname``, in
+        a UTS namespace of its own with that host name (kube-scheduler's identity in its leader Lease
+        is its host name, so replicas on one machine need names of their own, as pods have).
 
         With --config, kube-scheduler ignores --kubeconfig, so unless the text
         has a top-level ``clientConnection:`` the admin kubeconfig is appended
@@ -720,6 +723,8 @@ current-context: berth-e2e
                 f"--cert-dir={self.workdir / (name + '-certs')}",
             ]
         argv += list(extra_args)
+        if hostname:
+            argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname, *argv]
         proc = self._spawn(name, argv)
         log = self.logs / f"{name}.log"
         if port and wait_ready:

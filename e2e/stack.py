@@ -70,9 +70,15 @@ class Stack:
         https: bool = False,
         scheduler: str = "berth-scheduler",
         serve_args: tuple[str, ...] = (),
+        replica: str | None = None,
     ) -> None:
         assert cp.logs and cp.kubeconfig and cp.workdir
         self.cp, self.https, self.scheduler_name = cp, https, scheduler
+        # A replica of a scheduler with leader election (the host name of its scheduler, as a pod's):
+        # its berth follows the Lease named after the scheduler in kube-system.
+        self.replica = replica
+        if replica:
+            serve_args = (*serve_args, "--follow-lease", f"kube-system/{scheduler}", "--identity", replica)
         self.port = free_port()
         self.scheme = "https" if https else "http"
         python = [sys.executable, "-m", "berth.cli"]
@@ -80,7 +86,8 @@ class Stack:
         if https:
             self.certs = self_signed(cp.workdir / f"{scheduler}-extender-tls", ["127.0.0.1"])
             serve += ["--tls-cert", str(self.certs.cert), "--tls-key", str(self.certs.key)]
-        self.extender = Process("berth-extender", serve, cp.logs / f"{scheduler}-extender.log")
+        label = f"{scheduler}-{replica}" if replica else scheduler
+        self.extender = Process("berth-extender", serve, cp.logs / f"{label}-extender.log")
         self.webhook_port = free_port()
         self.operator = Process(
             "berth-operator",
@@ -135,7 +142,18 @@ class Stack:
 
     def scheduler_config(self) -> str:
         config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
-        config["leaderElection"] = {"leaderElect": False}
+        if self.replica:
+            config["leaderElection"] = {
+                "leaderElect": True,
+                "resourceLock": "leases",
+                "resourceNamespace": "kube-system",
+                "resourceName": self.scheduler_name,
+                "leaseDuration": "6s",
+                "renewDeadline": "4s",
+                "retryPeriod": "1s",
+            }
+        else:
+            config["leaderElection"] = {"leaderElect": False}
         config["profiles"][0]["schedulerName"] = self.scheduler_name
         extender = config["extenders"][0]
         extender["urlPrefix"] = self.url
@@ -145,16 +163,19 @@ class Stack:
             extender["tlsConfig"] = {"caData": base64.b64encode(self.certs.ca.read_bytes()).decode()}
         return yaml.safe_dump(config)
 
-    def start(self) -> Stack:
+    def start(self, *, operator: bool = True) -> Stack:
         self.cp.kubectl("apply", "-f", str(ROOT / "manifests/crds"))
         self.cp.kubectl(
             "wait", "--for=condition=Established", "crd/placementpolicies.berth.dev", "--timeout=60s"
         )
         self.extender.start()
         self.wait_extender()
-        self.operator.start()
-        self.wait_webhooks()
-        self.cp.start_scheduler(self.scheduler_config(), name=self.scheduler_name)
+        if operator:
+            self.operator.start()
+            self.wait_webhooks()
+        name = f"{self.scheduler_name}-{self.replica}" if self.replica else self.scheduler_name
+        # A replica may not lead: it is ready without answering (kube-scheduler waits for the Lease).
+        self.cp.start_scheduler(self.scheduler_config(), name=name, hostname=self.replica)
         return self
 
     def wait_webhooks(self, timeout: float = 90) -> None:

@@ -286,6 +286,13 @@ class LiveCluster:
     def ready(self) -> bool:
         return all(r.synced.is_set() for r in self.reflectors)
 
+    async def relist(self) -> None:
+        """List nodes and pods again while their watches go on: what the watch has not shown yet (the
+        placements another berth made just before) is then in the view."""
+        for reflector in self.reflectors:
+            if reflector.kind.name in ("nodes", "pods"):
+                await reflector._relist()
+
     def waiting(self) -> list[str]:
         """The kinds whose watch is not (yet, or no longer) established."""
         return [r.kind.name for r in self.reflectors if not r.synced.is_set()]

@@ -42,6 +42,10 @@ RECORD_ANNOTATION = "berth.dev/placement"
 # decoded (numpy's fixed cost per call; measured in the extender's filter at 500 to 5000 names).
 FIND_FROM_NAMES = 1200
 NOT_READY = "berth: the cluster cache is not synced yet; the pod will be retried"
+NOT_LEADING = (
+    "berth: this replica's scheduler does not hold the lease, or berth has not listed the cluster since "
+    "it took it; the pod will be retried"
+)
 REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
 # How a bind ended: bound as decided at filter with nothing changed since (confirmed) or after deciding
 # again for the node (rechecked); refused (the node no longer fits, the pod is unknown, the cache is not
@@ -92,8 +96,12 @@ class Placer:
         observe_bind: Callable[[str], None] = lambda outcome: None,
         placement_events: Iterable[str] = (),
         digest: str = "",
+        leadership: Any = None,
     ) -> None:
         self.cluster = cluster
+        # berth serve --follow-lease: filter only as the leader's sidecar after a fresh list, bind only
+        # while the leader's (berth.cluster.leadership); None: every call is answered.
+        self.leadership = leadership
         self.online = online
         self.offline = offline
         self.binder = binder
@@ -202,6 +210,9 @@ class Placer:
             # takes the error as a failed attempt and tries the pod again after a backoff.
             self.observe("not_ready")
             return wire.ExtenderFilterResult(error=NOT_READY)
+        if self.leadership is not None and not self.leadership.may_filter():
+            self.observe("not_ready")
+            return wire.ExtenderFilterResult(error=NOT_LEADING)
         if asked is None:
             asked = self.asked(args)
         try:
@@ -277,6 +288,14 @@ class Placer:
         if not self.cluster.ready():
             self.observe_bind("refused")
             return wire.ExtenderBindingResult(error=NOT_READY)
+        if self.leadership is not None and not self.leadership.may_bind():
+            # A scheduler that lost the lease: the new leader decides this pod again, so the
+            # reservation made at filter goes.
+            held = self._recall(args.pod_uid, key)
+            if held is not None:
+                self.cluster.release(held.pod)
+            self.observe_bind("refused")
+            return wire.ExtenderBindingResult(error=NOT_LEADING)
         remembered = self._recall(args.pod_uid, key)
         pod = remembered.pod if remembered else self.cluster.view.pod(key)
         if pod is None:

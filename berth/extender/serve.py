@@ -14,6 +14,7 @@ import msgspec
 import uvicorn
 
 from berth.cluster.kubeapi import KubeClient, load_credentials
+from berth.cluster.leadership import Leadership
 from berth.cluster.live import RESERVATION_SECONDS, LiveCluster
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import load_snapshot
@@ -139,6 +140,8 @@ def serve(
     log_level: str = "info",
     reservation_seconds: float = RESERVATION_SECONDS,
     placement_events: tuple[str, ...] = (),
+    follow_lease: str | None = None,
+    identity: str | None = None,
 ) -> None:
     # Before the event loop: a bad kubeconfig, context or credential plugin is one line, at once.
     creds = None if cluster_file else load_credentials(kubeconfig, context)
@@ -146,6 +149,7 @@ def serve(
     async def main() -> None:
         gc.set_threshold(*GC_THRESHOLDS)
         live: LiveCluster | None = None
+        following: asyncio.Task | None = None
         if cluster_file:
             cluster: Any = SnapshotCluster(load_snapshot(cluster_file).view)
             # The snapshot is long-lived: keep it out of every later collection, as the live cache does.
@@ -163,6 +167,12 @@ def serve(
             assert creds is not None
             client = KubeClient(creds)
             live = LiveCluster(client, reservation_seconds=reservation_seconds)
+            leadership = None
+            if follow_lease:
+                namespace, _, name = follow_lease.partition("/")
+                leadership = Leadership(
+                    client, namespace, name, identity or socket.gethostname(), on_lead=live.relist
+                )
             placer = Placer(
                 live,
                 online=online,
@@ -170,8 +180,11 @@ def serve(
                 binder=api_binder(client),
                 recorder=api_recorder(client),
                 placement_events=placement_events,
+                leadership=leadership,
             )
             await live.start()
+            if leadership is not None:
+                following = asyncio.create_task(leadership.run(), name="leadership")
         app = create_app(placer)
         config = uvicorn.Config(
             app,
@@ -189,6 +202,8 @@ def serve(
         try:
             await server.serve()
         finally:
+            if following is not None:
+                following.cancel()
             if live is not None:
                 await live.stop()
 
