@@ -409,7 +409,10 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    problems, checked = validate_files(args.files, config=_allocator_config(args.config))
+    warnings: list[str] = []
+    problems, checked = validate_files(args.files, config=_allocator_config(args.config), warnings=warnings)
+    for line in warnings:
+        print(f"warning: {line}")
     for line in problems:
         print(line)
     if problems:

@@ -35,25 +35,34 @@ def _label(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
 
 
-def _config_problems(data: Any) -> list[str]:
+def _config_problems(data: Any, warnings: list[str] | None = None) -> list[str]:
     try:
-        parse_config(data)
+        config = parse_config(data)
     except InvalidConfig as exc:
         return list(exc.errors)
+    if warnings is not None:
+        warnings.extend(config.warnings)
     return []
 
 
-def validate_object(obj: dict[str, Any], *, config: AllocatorConfig | None = None) -> list[str] | None:
-    """The problems of one object, or None when berth has nothing to check in it. With an allocator
-    configuration, the packages pods name are checked against it."""
+def validate_object(
+    obj: dict[str, Any], *, config: AllocatorConfig | None = None, warnings: list[str] | None = None
+) -> list[str] | None:
+    """The problems of one object, or None when berth has nothing to check in it; what is valid but
+    worth knowing goes to `warnings` (a configuration's chain that leaves berth's own rules out, a
+    deprecated key). With an allocator configuration, the packages pods name are checked against it."""
     if looks_like_config(obj):
-        return _config_problems(obj)
+        return _config_problems(obj, warnings)
     if obj.get("kind") == "ConfigMap" and isinstance(obj.get("data"), dict) and CONFIG_KEY in obj["data"]:
         try:
             data = yaml.safe_load(obj["data"][CONFIG_KEY] or "") or {}
         except yaml.YAMLError as exc:
             return [f"data.{CONFIG_KEY}: not valid YAML: {exc}"]
-        return [f"data.{CONFIG_KEY}: {p}" for p in _config_problems(data)]
+        found: list[str] = []
+        problems = [f"data.{CONFIG_KEY}: {p}" for p in _config_problems(data, found)]
+        if warnings is not None:
+            warnings.extend(f"data.{CONFIG_KEY}: {w}" for w in found)
+        return problems
     if obj.get("kind") == POLICY_KIND:
         return list(load_policy(obj).errors)
     if is_policy_tree(obj):
@@ -69,8 +78,11 @@ def validate_object(obj: dict[str, Any], *, config: AllocatorConfig | None = Non
     return problems
 
 
-def validate_files(paths: Iterable[str], *, config: AllocatorConfig | None = None) -> tuple[list[str], int]:
-    """Every problem as "file: object: problem", and how many objects were checked."""
+def validate_files(
+    paths: Iterable[str], *, config: AllocatorConfig | None = None, warnings: list[str] | None = None
+) -> tuple[list[str], int]:
+    """Every problem as "file: object: problem", and how many objects were checked; every warning, the
+    same way, into `warnings`."""
     problems: list[str] = []
     checked = 0
     for path in paths:
@@ -80,9 +92,12 @@ def validate_files(paths: Iterable[str], *, config: AllocatorConfig | None = Non
             problems.append(exc.message)
             continue
         for obj in objects:
-            found = validate_object(obj, config=config)
+            noted: list[str] = []
+            found = validate_object(obj, config=config, warnings=noted)
             if found is None:
                 continue
             checked += 1
             problems.extend(f"{path}: {_label(obj)}: {p}" for p in found)
+            if warnings is not None:
+                warnings.extend(f"{path}: {_label(obj)}: {w}" for w in noted)
     return problems, checked

@@ -250,3 +250,11 @@ def test_validate_reports_malformed_allocator_annotations_on_pods(files, capsys)
         f"{pods}: Pod default/a: annotation berth.dev/locality: "
         "near should be a target or a list of targets, not a number"
     ]
+
+
+def test_validate_warns_that_a_chain_leaving_berths_rules_out_still_runs_them(files, capsys):
+    cfg = files("allocator.yaml", {"allocationDescription": ["pipe", "hard-filter-min-ram"]})
+    assert main(["validate", cfg]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"warning: {cfg}: allocator configuration: allocationDescription leaves out")
+    assert "policy/placement-policy" in out[0] and out[-1] == "ok: 1 object(s) checked"

@@ -206,3 +206,38 @@ def test_a_pod_nominated_to_a_node_keeps_the_room_preemption_freed_there():
     ]
     # the nominated pod is still pending and nominated: only the pod filter chose is reserved on n1
     assert v.pod("default/first").node_name == "" and list(v.state("n1").pods) == ["default/more-urgent"]
+
+
+def test_a_refusal_that_only_berths_rules_make_names_the_lower_priority_pods_that_block():
+    events: list[tuple[str, str]] = []
+
+    async def nothing(*_: Any) -> None:
+        return None
+
+    async def record(p: Any, evs: Any) -> None:
+        events.extend((e.reason, e.message) for e in evs)
+
+    v = view(
+        node("n1"),
+        _pod("batch", 1, node="n1", tags=["batch"]),
+        _pod("other", 1, namespace="team-b", node="n1"),
+    )
+    placer = Placer(
+        SnapshotCluster(v),
+        online=ONLINE,
+        offline=default_pipeline(offline=True),
+        binder=nothing,
+        recorder=record,
+    )
+    client = TestClient(create_app(placer))
+    urgent = _pod("urgent", 100, affinity={"require_without_tag": ["batch"]})
+    assert client.post("/filter", json={"Pod": urgent, "NodeNames": ["n1"]}).json()["NodeNames"] == []
+    ((reason, message),) = events
+    assert reason == "FailedPlacement"
+    assert "lower-priority pods block it only under berth's rules (on n1: batch)" in message
+    assert "team-b" not in message and "other" not in message
+    # a pod that may not preempt gets no such note
+    events.clear()
+    calm = _pod("calm", 100, affinity={"require_without_tag": ["batch"]}, spec={"preemptionPolicy": "Never"})
+    client.post("/filter", json={"Pod": calm, "NodeNames": ["n1"]})
+    assert events and "lower-priority" not in events[0][1]

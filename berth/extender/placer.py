@@ -46,6 +46,8 @@ NOT_LEADING = (
     "berth: this replica's scheduler does not hold the lease, or berth has not listed the cluster since "
     "it took it; the pod will be retried"
 )
+# Nodes a refused pod that may preempt is checked on for blocks only berth's rules make.
+BLOCKS_CHECKED = 5
 REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
 # How a bind ended: bound as decided at filter with nothing changed since (confirmed) or after deciding
 # again for the node (rechecked); refused (the node no longer fits, the pod is unknown, the cache is not
@@ -174,16 +176,38 @@ class Placer:
             self._warned.add(key)
             await self.recorder(pod, warnings)
 
-    async def _refused(self, pod: Pod, decision: Decision) -> None:
+    async def _refused(self, pod: Pod, decision: Decision, note: str = "") -> None:
         assert decision.error is not None
+        message = decision.error.message + note
         key = pod.uid or pod.key
         last = self._refusals.get(key)
         now = time.monotonic()
-        if last and last[0] == decision.error.message and now - last[1] < REFUSAL_EVENT_EVERY:
+        if last and last[0] == message and now - last[1] < REFUSAL_EVENT_EVERY:
             return
-        self._refusals[key] = (decision.error.message, now)
+        self._refusals[key] = (message, now)
         reason = "InvalidPlacementSpec" if decision.error.code == 400 else "FailedPlacement"
-        await self.recorder(pod, [Event("Warning", reason, decision.error.message)])
+        await self.recorder(pod, [Event("Warning", reason, message)])
+
+    def _only_berth_blocks(self, pod: Pod, failed: list[str]) -> str:
+        """For a pod that may preempt, refused where lower-priority pods block only under berth's rules:
+        kube-scheduler up to v1.37 proposes no such node for preemption (its own filters pass there), so
+        the refusal says so and names those pods of the pod's namespace (others are counted, not named)."""
+        if pod.priority <= 0 or not pod.preempts or not failed:
+            return ""
+        view = self.cluster.view
+        found = select_victims(
+            pod, view, self.online, {n: [] for n in failed[:BLOCKS_CHECKED]}, seed=seed_for(pod)
+        )
+        if not found:
+            return ""
+        node, victims = next(iter(found.items()))
+        own = [p.name for p in victims.pods if p.namespace == pod.namespace]
+        others = len(victims.pods) - len(own)
+        named = ", ".join(own) + (f" and {others} pod(s) of other namespaces" if others else "")
+        return (
+            f"; lower-priority pods block it only under berth's rules (on {node}: {named}): kube-scheduler "
+            "up to v1.37 cannot preempt for that, as its own filters pass there"
+        )
 
     # -- verbs ----------------------------------------------------------------------------------
     def asked(self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs) -> list[str] | Found:
@@ -238,7 +262,7 @@ class Placer:
         # Nothing fits: the reasons per node, for the scheduler's "0/N nodes are available" message
         # and for preemption (nodes in FailedAndUnresolvableNodes are never preempted on).
         failed, unresolvable = decision.failure_texts()
-        await self._refused(pod, decision)
+        await self._refused(pod, decision, self._only_berth_blocks(pod, list(failed)))
         return wire.ExtenderFilterResult(
             node_names=[], failed_nodes=failed or None, failed_and_unresolvable_nodes=unresolvable or None
         )
