@@ -274,12 +274,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     from berth.capacity import capacity
     from berth.report import capacity_table
 
-    try:
-        policies = load_policy_files(args.policy) if args.policy else None
-    except InvalidPolicy as exc:
-        for line in exc.errors:
-            print(f"berth: {line}", file=sys.stderr)
-        return EXIT_INVALID
+    policies = load_policy_files(args.policy) if args.policy else None  # InvalidPolicy: main says it
     if args.max < 1:
         raise BerthError(f"--max should be at least 1, found {args.max}")
     pipeline = build_pipeline(_allocator_config(args.config), offline=True)

@@ -18,7 +18,10 @@
 # stdout: only the bin directory, as the LAST line (BIN=$(e2e/build-controlplane.sh | tail -1)).
 # stderr: progress. build-info.txt in the cache dir: build seconds and disk usage.
 #
-# Env: BERTH_CACHE (cache root), GO (go binary), BERTH_BUILD_P (go build -p, default 2),
+# Env: BERTH_KUBERNETES=v1.38 builds the Kubernetes binaries of e2e/controlplane/v1.38 instead
+#      (v1.38.0-beta.0, which needs Go 1.27: GOTOOLCHAIN=go1.27.3 is set, and the go command takes
+#      that toolchain from the Go module proxy) into a cache directory of their own,
+#      BERTH_CACHE (cache root), GO (go binary), BERTH_BUILD_P (go build -p, default 2),
 #      BERTH_FORCE_REBUILD=1 (ignore existing binaries). GOMODCACHE/GOCACHE/GOPROXY
 #      are honoured as usual (defaults live outside the repository).
 set -euo pipefail
@@ -31,6 +34,11 @@ die() { log "ERROR: $*"; exit 1; }
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MOD_K8S="$HERE/controlplane"
+case "${BERTH_KUBERNETES:-}" in
+  "") ;;
+  v1.38) MOD_K8S="$HERE/controlplane/v1.38"; export GOTOOLCHAIN=go1.27.3 ;;
+  *) echo "BERTH_KUBERNETES: v1.38 or unset, not ${BERTH_KUBERNETES}" >&2; exit 1 ;;
+esac
 MOD_ETCD="$HERE/controlplane/etcd"
 MOD_HELM="$HERE/controlplane/helm"
 MOD_KWOK="$HERE/controlplane/kwok"
@@ -151,6 +159,11 @@ step() { # step <name> <module dir> <ldflags> <pkg>...
 
 T0=$SECONDS
 BUILT=()
+if [[ -n "${BERTH_KUBERNETES:-}" ]]; then
+  # Another Kubernetes release: etcd, helm and kwok are the default build's, linked here.
+  DEFAULT_BIN="$(env -u BERTH_KUBERNETES -u GOTOOLCHAIN bash "$HERE/build-controlplane.sh" 2>&2 | tail -1)"
+  for b in etcd helm kwok kwok.version kwok-stages.yaml; do ln -sf "$DEFAULT_BIN/$b" "$BIN/$b"; done
+fi
 if wanted etcd; then
   step etcd "$MOD_ETCD" "$ETCD_LDFLAGS" go.etcd.io/etcd/server/v3
   # go build names that binary "server" (last non-major-version path element).

@@ -64,13 +64,17 @@ class KubectlError(subprocess.CalledProcessError):
         return f"{super().__str__()}\nstderr: {(self.stderr or '').strip()}"
 
 
-def find_bin_dir() -> Path:
-    """Directory holding etcd/kube-apiserver/kube-scheduler/kubectl/helm."""
+def find_bin_dir(kubernetes: str | None = None) -> Path:
+    """Directory holding etcd/kube-apiserver/kube-scheduler/kubectl/helm; `kubernetes="v1.38"`: the
+    one with the Kubernetes binaries of e2e/controlplane/v1.38 (built on first use)."""
     env = os.environ.get("BERTH_CONTROLPLANE_BIN")
-    if env:
+    if env and not kubernetes:
         path = Path(env)
     else:
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
+        build_env = {**os.environ, "BERTH_KUBERNETES": kubernetes or ""}
+        proc = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False, env=build_env
+        )
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
             raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {proc.returncode})")
@@ -115,8 +119,10 @@ class ControlPlane:
         startup_timeout: float = 90.0,
         apiserver_args: Sequence[str] = (),
         etcd_args: Sequence[str] = (),
+        kubernetes: str | None = None,
     ) -> None:
         self._bin_arg = Path(bin_dir) if bin_dir else None
+        self._kubernetes = kubernetes  # "v1.38": the other Kubernetes release the harness builds
         if keep_logs is None:
             keep_logs = os.environ.get("BERTH_KEEP_LOGS", "") not in ("", "0", "false")
         self.keep_logs = keep_logs
@@ -153,7 +159,7 @@ class ControlPlane:
 
     def start(self) -> ControlPlane:
         self._stopped = False
-        self.bin = self._bin_arg or find_bin_dir()
+        self.bin = self._bin_arg or find_bin_dir(self._kubernetes)
         if self._workdir_arg:
             self.workdir = self._workdir_arg
             self.workdir.mkdir(parents=True, exist_ok=True)

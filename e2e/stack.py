@@ -62,6 +62,19 @@ def http_status(url: str, context: Any = None) -> int:
         return 0
 
 
+def until(what: str, check: Any, timeout: float = 90) -> Any:
+    """check()'s first true answer, asked every half second; an AssertionError naming `what` and the
+    last answer when none came within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not reached in {timeout}s (last: {last})")
+
+
 class Stack:
     def __init__(
         self,
@@ -139,6 +152,16 @@ class Stack:
                 return
             time.sleep(0.2)
         raise RuntimeError(f"extender not ready after {timeout}s:\n{self.extender.tail()}")
+
+    def wait_nodes(self, count: int, timeout: float = 60) -> None:
+        """berth's cache holds `count` nodes (berth_cache_nodes)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=2, context=self._context()) as r:
+                if f"berth_cache_nodes {float(count)}" in r.read().decode():
+                    return
+            time.sleep(0.3)
+        raise AssertionError(f"berth's cache did not see {count} nodes in {timeout}s")
 
     def scheduler_config(self) -> str:
         config = yaml.safe_load(SCHEDULER_CONFIG.read_text())

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -32,22 +31,12 @@ def pair() -> Iterator[tuple[ControlPlane, dict[str, Stack]]]:
             stack.start(operator=i == 0)
         cp.create_nodes(NODES, cpu="4", memory="16Gi", kwok=True)
         for stack in stacks.values():
-            _wait_seen(stack, len(NODES))
+            stack.wait_nodes(len(NODES))
         yield cp, stacks
     finally:
         for stack in stacks.values():
             stack.stop()
         cp.stop()
-
-
-def _wait_seen(stack: Stack, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{stack.url}/metrics", timeout=2) as response:
-            if f"berth_cache_nodes {float(count)}" in response.read().decode():
-                return
-        time.sleep(0.3)
-    raise AssertionError("berth's cache did not see the nodes")
 
 
 def _holder(cp: ControlPlane) -> str:

@@ -16,7 +16,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,17 +54,7 @@ def _nodes(stack: Stack, shapes: list[tuple[str, str, str, dict[str, str]]], tai
         cp.create_node(name, cpu=cpu, memory=memory, labels=labels)
         if name in taints:
             cp.kubectl("taint", "node", name, taints[name])
-    _wait_seen(stack, len(shapes))
-
-
-def _wait_seen(stack: Stack, count: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{stack.url}/metrics", timeout=2) as response:
-            if f"berth_cache_nodes {float(count)}" in response.read().decode():
-                return
-        time.sleep(0.2)
-    raise AssertionError("berth's cache did not see the case's nodes")
+    stack.wait_nodes(len(shapes))
 
 
 def _pod(name: str, ns: str, scheduler: str, spec: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:

@@ -1,29 +1,30 @@
 """Preemption through berth's preempt verb, on a control plane whose pods run (kube-controller-manager
-and kwok: evicted pods are deleted for real).
+and kwok: evicted pods are deleted for real), against kube-scheduler v1.36.3 and v1.38.0-beta.0.
 
-kube-scheduler v1.36 proposes a node for preemption only where its own filters need victims, so every
-node here is also short of CPU for the preemptor: kube's dry run frees the CPU, berth decides what its
-rules need besides.
+kube-scheduler up to v1.37 proposes a node for preemption only where its own filters need victims, so
+in the cases both releases run every node is also short of CPU for the preemptor: kube's dry run frees
+the CPU, berth decides what its rules need besides. v1.38 also hands a preempting extender the nodes
+its own filters pass with no victim (kubernetes/kubernetes PR 135486): a block only berth sees is then
+preempted for too; up to v1.37 the pod stays Pending and its refusal names the pods that block.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from controlplane import ControlPlane
-from stack import Stack
+from stack import Stack, until
 
 LOW, HIGH = "berth-e2e-low", "berth-e2e-high"
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    cp = ControlPlane()
+@pytest.fixture(scope="module", params=[None, "v1.38"], ids=["v1.36", "v1.38"])
+def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    cp = ControlPlane(kubernetes=request.param)
     cp.start()
     stack = Stack(cp)
     try:
@@ -61,20 +62,10 @@ def _case(stack: Stack, nodes: list[str]) -> str:
         cp.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
     for name in nodes:
         cp.create_node(f"{name}-{_cases}", cpu="2", memory="8Gi", kwok=True)
-    _wait_seen(stack, len(nodes))
+    stack.wait_nodes(len(nodes))
     ns = f"pre-{_cases}"
     cp.kubectl("create", "namespace", ns)
     return ns
-
-
-def _wait_seen(stack: Stack, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{stack.url}/metrics", timeout=2) as response:
-            if f"berth_cache_nodes {float(count)}" in response.read().decode():
-                return
-        time.sleep(0.3)
-    raise AssertionError("berth's cache did not see the nodes")
 
 
 def _pod(
@@ -126,17 +117,6 @@ def _names(stack: Stack, ns: str) -> dict[str, str]:
     }
 
 
-def _until(what: str, check: Any, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not reached in {timeout}s (last: {last})")
-
-
 def _running(stack: Stack, ns: str, name: str) -> bool:
     pods = stack.cp.kubectl_json("get", "pods", "-n", ns, "--field-selector", f"metadata.name={name}")[
         "items"
@@ -149,15 +129,15 @@ NO_BATCH = {"require_without_tag": ["batch"]}
 
 def test_a_lower_priority_pod_with_the_excluded_tag_is_evicted_with_kubes_victim(stack: Stack) -> None:
     ns = _case(stack, ["a"])
-    node = "a-1"
+    node = f"a-{_cases}"
     _apply(
         stack,
         _pod("filler", ns, priority=LOW, cpu="1500m", node=node),
         _pod("batch", ns, priority=LOW, cpu="100m", node=node, tags=["batch"]),
     )
-    _until("the running pods", lambda: _running(stack, ns, "filler") and _running(stack, ns, "batch"))
+    until("the running pods", lambda: _running(stack, ns, "filler") and _running(stack, ns, "batch"))
     _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
-    placed = _until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
+    placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
     assert placed == {"urgent": node}
 
 
@@ -165,16 +145,16 @@ def test_the_filler_of_a_node_berth_refuses_survives_and_the_other_node_is_preem
     """Two full nodes: on one a higher-priority pod carries the excluded tag (berth refuses it whatever is
     evicted), on the other a low-priority filler only. Only the second filler goes."""
     ns = _case(stack, ["kept", "freed"])
-    kept, freed = "kept-2", "freed-2"
+    kept, freed = f"kept-{_cases}", f"freed-{_cases}"
     _apply(
         stack,
         _pod("keeper", ns, priority=LOW, cpu="1500m", node=kept),
         _pod("guard", ns, priority=HIGH, cpu="100m", node=kept, tags=["batch"]),
         _pod("filler", ns, priority=LOW, cpu="1500m", node=freed),
     )
-    _until("the running pods", lambda: all(_running(stack, ns, n) for n in ("keeper", "guard", "filler")))
+    until("the running pods", lambda: all(_running(stack, ns, n) for n in ("keeper", "guard", "filler")))
     _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
-    placed = _until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
+    placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
     assert placed["urgent"] == freed
     assert placed.get("keeper") == kept and placed.get("guard") == kept  # no eviction for nothing
     assert "filler" not in placed
@@ -182,14 +162,78 @@ def test_the_filler_of_a_node_berth_refuses_survives_and_the_other_node_is_preem
 
 def test_no_eviction_loop_a_pod_evicted_for_a_preemptor_does_not_preempt_back(stack: Stack) -> None:
     ns = _case(stack, ["a"])
-    node = "a-3"
+    node = f"a-{_cases}"
     web = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
     _apply(stack, _pod("filler", ns, priority=LOW, cpu="1500m", node=node, labels=web))
-    _until("the filler runs", lambda: _running(stack, ns, "filler"))
+    until("the filler runs", lambda: _running(stack, ns, "filler"))
     _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1500m"))
-    _until("urgent placed", lambda: _names(stack, ns).get("urgent") == node)
+    until("urgent placed", lambda: _names(stack, ns).get("urgent") == node)
     # The filler comes back (as its controller would make it again): lower priority, it waits.
     _apply(stack, _pod("filler-again", ns, priority=LOW, cpu="1500m", labels=web))
     time.sleep(5)
     names = _names(stack, ns)
     assert names.get("urgent") == node and names.get("filler-again") == ""
+
+
+def test_a_block_only_berth_sees_is_preempted_for_from_v1_38_and_named_before(stack: Stack) -> None:
+    """The only node has room; a lower-priority pod of the same app and version holds it under
+    ONE_PER_HOST: only berth's rule blocks."""
+    ns = _case(stack, ["a"])
+    node = f"a-{_cases}"
+    web = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
+    policy = {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": "one", "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "web"}},
+            "policy": {"type": "ONE_PER_HOST"},
+        },
+    }
+    _apply(stack, policy, _pod("old", ns, priority=LOW, cpu="100m", node=node, labels=web))
+    until("the old pod runs", lambda: _running(stack, ns, "old"))
+    time.sleep(2)  # the policy in berth's view
+    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="100m", labels=web))
+    version = stack.cp.versions().get("kube-scheduler", "")
+    if "v1.38" in version:
+        placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
+        assert placed == {"urgent": node}
+    else:
+        note = "lower-priority pods block it only under berth's rules (on " + node + ": old)"
+        until(
+            "the refusal names the blocking pod",
+            lambda: any(note in m for m in _messages(stack, ns, "urgent")),
+        )
+        assert _names(stack, ns) == {"old": node, "urgent": ""}
+
+
+def _messages(stack: Stack, ns: str, pod: str) -> list[str]:
+    events = stack.cp.kubectl_json("get", "events", "-n", ns)["items"]
+    return [e.get("message", "") for e in events if e["involvedObject"]["name"] == pod]
+
+
+def test_a_candidate_whose_victims_break_a_budget_loses_to_one_whose_victims_do_not(stack: Stack) -> None:
+    ns = _case(stack, ["guarded", "free"])
+    guarded, free = f"guarded-{_cases}", f"free-{_cases}"
+    _apply(
+        stack,
+        _pod("protected", ns, priority=LOW, cpu="1500m", node=guarded, labels={"tier": "protected"}),
+        _pod("filler", ns, priority=LOW, cpu="1500m", node=free),
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "protected", "namespace": ns},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"tier": "protected"}}},
+        },
+    )
+    until("both running", lambda: _running(stack, ns, "protected") and _running(stack, ns, "filler"))
+
+    def budget_counted() -> bool:
+        status = stack.cp.kubectl_json("get", "pdb", "protected", "-n", ns).get("status", {})
+        return status.get("currentHealthy") == 1 and status.get("disruptionsAllowed") == 0
+
+    until("the budget's status", budget_counted)
+    time.sleep(2)  # the budget in berth's view
+    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1"))
+    placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
+    assert placed["urgent"] == free and placed.get("protected") == guarded

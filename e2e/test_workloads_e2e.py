@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 import yaml
 from conftest import render_chart
 from controlplane import ControlPlane
-from stack import Stack
+from stack import Stack, until
 
 NODES = [f"w-{i}" for i in range(4)]
 APP = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
@@ -39,36 +38,15 @@ def stack() -> Iterator[Stack]:
         cp.start_scheduler(ControlPlane.scheduler_config(), name="default-scheduler")
         for name in NODES:
             cp.create_node(name, cpu="4", memory="16Gi", kwok=True)
-        _wait_seen(stack, len(NODES))
+        stack.wait_nodes(len(NODES))
         yield stack
     finally:
         stack.stop()
         cp.stop()
 
 
-def _wait_seen(stack: Stack, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{stack.url}/metrics", timeout=2) as response:
-            if f"berth_cache_nodes {float(count)}" in response.read().decode():
-                return
-        time.sleep(0.3)
-    raise AssertionError("berth's cache did not see the nodes")
-
-
 def _apply(stack: Stack, *objects: dict[str, Any]) -> None:
     stack.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
-
-
-def _until(what: str, check: Any, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not reached in {timeout}s (last: {last})")
 
 
 def _pods(stack: Stack, ns: str, selector: str) -> list[dict[str, Any]]:
@@ -123,7 +101,7 @@ def test_a_deployments_and_a_statefulsets_replicas_are_placed_by_berth_and_run(s
     }
     _apply(stack, deployment, statefulset)
     for selector, count in (("app=web", 6), ("app=db", 3)):
-        pods = _until(
+        pods = until(
             f"{count} Ready pods of {selector}",
             lambda s=selector, c=count: (
                 (p := _pods(stack, ns, s)) and len(p) == c and all(map(_ready, p)) and p
@@ -160,10 +138,10 @@ def test_a_rolling_update_runs_to_the_end_under_one_per_host(stack: Stack) -> No
         },
     }
     _apply(stack, policy)
-    _until("the policy Ready", lambda: _policy_ready(stack, ns))
+    until("the policy Ready", lambda: _policy_ready(stack, ns))
     _apply(stack, deployment)
     selector = "app.kubernetes.io/name=web"
-    _until("3 Ready replicas", lambda: len([p for p in _pods(stack, ns, selector) if _ready(p)]) == 3)
+    until("3 Ready replicas", lambda: len([p for p in _pods(stack, ns, selector) if _ready(p)]) == 3)
     # The update: a new image; the pods keep the app's name and version, so ONE_PER_HOST counts old and
     # new pods together and the surge pod must find the one free node.
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/web:2"
@@ -224,7 +202,7 @@ def test_a_pod_disruption_budget_gets_its_status(stack: Stack) -> None:
         status = stack.cp.kubectl_json("get", "pdb", "api", "-n", ns).get("status", {})
         return status if status.get("currentHealthy") == 3 else None
 
-    status = _until("the budget's status", allowed)
+    status = until("the budget's status", allowed)
     assert status["disruptionsAllowed"] == 1 and status["desiredHealthy"] == 2
 
 
