@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from berth import __version__
+from berth import __version__, rebalance_cli
 from berth.cluster.convert import pod_from_k8s, pod_template, replica_owner, replica_pods, replicas_of
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
@@ -546,6 +546,8 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     )
     aud.add_argument("--output", choices=("table", "json"), default="table")
     aud.set_defaults(func=cmd_audit)
+
+    rebalance_cli.add_parser(sub)
 
     srv = sub.add_parser(
         "serve",

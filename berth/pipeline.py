@@ -34,6 +34,7 @@ from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
 from berth.vocab.alloc.description import Description, names_in, parse_description
 from berth.vocab.alloc.registry import ALGORITHMS, lookup
+from berth.vocab.planned import PlannedTarget
 from berth.vocab.pod import PodCompiler
 from berth.vocab.policy.steps import PlacementPolicyStep
 from berth.vocab.tag_steps import RequireWithoutTag, RequireWithTag, TagAffinityTier
@@ -47,6 +48,7 @@ REGISTRY: dict[str, type[Step]] = {
         RequireWithTag,
         RequireWithoutTag,
         PlacementPolicyStep,
+        PlannedTarget,
         TagAffinityTier,
     )
 }
@@ -95,6 +97,8 @@ def default_description(*, offline: bool, kube_scoring: bool = True) -> Descript
         "tags/require_with_tag",
         "tags/require_without_tag",
         *([POLICY_STEP] if POLICY_STEP in REGISTRY else []),
+        # The replacement of a pod `berth rebalance` moved goes where the plan said (when feasible).
+        step_names.PLANNED_TARGET,
         # The user's preference before anything the operator prefers.
         "tags/tag-affinity",
         # Soft: each of these leaves nodes whenever there are any.
@@ -144,16 +148,18 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
 
 def with_own_rules(description: Description) -> Description:
     """A configured chain with berth's own rules that it leaves out (step_names.ALWAYS): the tag
-    constraints and the PlacementPolicy step before it, the tag-affinity tier before its first member
-    that is not a hard filter (the user's preference before anything the operator prefers). A rule the
-    chain names stays where the chain puts it."""
+    constraints and the PlacementPolicy step before it, the planned-target and tag-affinity tiers
+    before its first member that is not a hard filter (the user's preference before anything the
+    operator prefers). A rule the chain names stays where the chain puts it."""
     names = names_in(description)
     hard = [n for n in step_names.ALWAYS_HARD if n not in names]
     members = list(description[1:]) if description[0] == "pipe" else [description]
-    if step_names.TAG_AFFINITY not in names:
-        # (a chain that is one `or` is taken whole first: the tier then ranks what it leaves)
+    tiers = [n for n in (step_names.PLANNED_TARGET, step_names.TAG_AFFINITY) if n not in names]
+    if tiers:
+        # (a chain that is one `or` is taken whole first: the tiers then rank what it leaves)
         at = next((i for i, m in enumerate(members) if not _hard_filter(m)), len(members))
-        members.insert(at if description[0] == "pipe" else len(members), step_names.TAG_AFFINITY)
+        at = at if description[0] == "pipe" else len(members)
+        members[at:at] = tiers
     if not hard and len(members) == len(description) - 1 and description[0] == "pipe":
         return description
     return ("pipe", *hard, *members)

@@ -79,6 +79,7 @@ def test_nested_lists_compose_like_the_seeds_example():
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "alloc/hard-filter-running",
+        "rebalance/planned-target",
         "tags/tag-affinity",
         ["or", "alloc/hard-filter-large-servers", ["pipe", "alloc/hard-filter-reserved", "alloc/identity"]],
         "alloc/pick-random",
@@ -90,6 +91,9 @@ def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_la
     # kube-scheduler runs its filters before berth is asked; its scores are berth's to rank by.
     assert [n for n in live if n.startswith("kube/")] == ["kube/default-score"]
     position = {name: i for i, name in enumerate(live)}
+    # The replacement of a pod rebalance moved goes to its planned node before any preference.
+    assert position["policy/placement-policy"] < position["rebalance/planned-target"]
+    assert position["rebalance/planned-target"] < position["tags/tag-affinity"]
     assert position["alloc/hard-filter-traits"] < position["alloc/hard-filter-min-ram"]
     assert position["alloc/hard-filter-locality-hints"] < position["tags/tag-affinity"]
     assert position["tags/require_without_tag"] < position["tags/tag-affinity"]
@@ -113,17 +117,24 @@ def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_l
     cfg = chain("hard-filter-min-ram")
     offline = [s.name for s in flatten(build_pipeline(cfg, offline=True).chain)]
     assert offline[: len(KUBE)] == list(KUBE)
-    assert offline[len(KUBE) :] == [*ALWAYS_HARD, "alloc/hard-filter-min-ram", "tags/tag-affinity"]
+    assert offline[len(KUBE) :] == [
+        *ALWAYS_HARD,
+        "alloc/hard-filter-min-ram",
+        "rebalance/planned-target",
+        "tags/tag-affinity",
+    ]
     named = chain("hard-filter-min-ram", "kube/taints")
     assert [s.name for s in flatten(build_pipeline(named, offline=True).chain)] == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "kube/taints",
+        "rebalance/planned-target",
         "tags/tag-affinity",
     ]
     assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
+        "rebalance/planned-target",
         "tags/tag-affinity",
     ]
 
@@ -138,12 +149,14 @@ def test_a_configured_chain_keeps_berths_own_rules_and_says_so():
     assert steps == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
+        "rebalance/planned-target",
         "tags/tag-affinity",
         "alloc/score-unreserved-ram",
     ]
-    named = chain("tags/tag-affinity", "hard-filter-min-ram", *ALWAYS_HARD)
+    named = chain("rebalance/planned-target", "tags/tag-affinity", "hard-filter-min-ram", *ALWAYS_HARD)
     assert named.warnings == ()
     assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
+        "rebalance/planned-target",
         "tags/tag-affinity",
         "alloc/hard-filter-min-ram",
         *ALWAYS_HARD,

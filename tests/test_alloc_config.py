@@ -196,6 +196,7 @@ def test_the_seeds_names_and_berths_step_names_both_build_a_chain():
         "alloc/hard-filter-setup",
         "alloc/hard-filter-min-ram",
         "tags/require_with_tag",
+        "rebalance/planned-target",
         "tags/tag-affinity",
         ["or", "alloc/hard-filter-large-servers", "alloc/identity"],
         "alloc/pick-random",

@@ -156,10 +156,10 @@ def test_the_detail_table_shows_the_policy_step_in_the_chain(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     chain = next(line for line in out.splitlines() if line.startswith("chain: ")).split(" -> ")
-    # Among the hard filters, right after the tag constraints and before the tag-affinity tier.
+    # Among the hard filters, right after the tag constraints and before the tiers.
     position = chain.index("policy/placement-policy")
     assert chain[position - 1] == "tags/require_without_tag"
-    assert chain[position + 1] == "tags/tag-affinity"
+    assert chain[position + 1 : position + 3] == ["rebalance/planned-target", "tags/tag-affinity"]
     assert "policy/placement-policy [hard] 1 remaining" in out
     assert (
         "- n1: policy/placement-policy: PlacementPolicy default/pin: MATCH_TAG: "

@@ -385,6 +385,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         deleting=bool(meta.get("deletionTimestamp")),
         unmodelled=_unmodelled(spec),
         priority=spec.get("priority") if isinstance(spec.get("priority"), int) else 0,
+        priority_class=_word(spec.get("priorityClassName") or ""),
         nominated_node=_word(status.get("nominatedNodeName") or ""),
         start_time=status.get("startTime") or "",
         preempts=spec.get("preemptionPolicy") != "Never",

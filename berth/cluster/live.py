@@ -9,6 +9,7 @@ runs in one event loop with the extender, so a decision always sees one consiste
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from berth import annotations as ann
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.kubeapi import OPENED, ApiError, Credentials, KubeClient
 from berth.cluster.model import Pod
@@ -337,7 +339,14 @@ class LiveCluster:
         self.view.add_pod(pod)
 
     def _delete_pod(self, obj: dict[str, Any]) -> None:
-        uid = (obj.get("metadata") or {}).get("uid")
+        meta = obj.get("metadata") or {}
+        if ann.REBALANCE_TARGET in (meta.get("annotations") or {}):
+            # Deleted at once (no grace period): the watch never showed it going.
+            with contextlib.suppress(BerthError):
+                self.view.planned.note(
+                    msgspec.structs.replace(pod_from_k8s(obj, record=False), deleting=True)
+                )
+        uid = meta.get("uid")
         if uid:
             self._reserved.pop(uid, None)
             self._gone[uid] = None

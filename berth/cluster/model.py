@@ -145,6 +145,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     # Preemption: spec.priority, status.nominatedNodeName (where kube-scheduler made room for the
     # pod), status.startTime (kube orders victims of equal priority by it), spec.preemptionPolicy.
     priority: int = 0
+    priority_class: str = ""
     nominated_node: str = ""
     start_time: str = ""
     preempts: bool = True  # preemptionPolicy is not Never

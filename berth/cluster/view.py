@@ -31,6 +31,7 @@ import numpy as np
 from berth import annotations as ann
 from berth.cluster.model import Node, Pod, PodAffinity
 from berth.cluster.names import NameTable
+from berth.cluster.planned import PlannedTargets
 from berth.cluster.selectors import Selector, parse_selector, selector_of_set
 from berth.vocab.policy.compile import CompiledPolicy, missing_policy, reload_policy
 
@@ -297,6 +298,8 @@ class ClusterView:
         # Pending pods kube-scheduler nominated a node for (it made room there by preemption):
         # node -> pod key -> pod
         self._nominated: dict[str, dict[str, Pod]] = {}
+        # Where `berth rebalance` planned the replacements of the pods it evicts to go.
+        self.planned = PlannedTargets()
         self.workload_generation = 0
         self._default_selectors: dict[tuple, Selector | None] = {}
         self._sorted_names: list[str] | None = None
@@ -571,8 +574,12 @@ class ClusterView:
             return
         self.generation += 1
         self.remove_pod(key)
+        if pod.deleting:
+            self.planned.note(pod)
         if pod.terminal:
             return
+        if pod.node_name and (held is None or not held.node_name):
+            self.planned.bound(pod)
         self._pods[key] = pod
         self._index(pod, add=True, key=key)
         if pod.uid:

@@ -30,6 +30,7 @@ from berth.engine import Decision, Event, Pipeline, decide
 from berth.errors import BerthError
 from berth.extender import wire
 from berth.preemption import nominated_here, overlay, select_victims
+from berth.vocab.planned import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
 
@@ -438,6 +439,8 @@ def placement_record(decision: Decision, node: str, digest: str) -> str:
     elif node != decision.chosen:
         record["ranked"] = decision.chosen  # the scheduler bound another node than berth's first
     record["noChoice"] = decision.had_no_choice
+    if node == decision.chosen and any(e.reason == PLANNED_EVENT for e in decision.events):
+        record["planned"] = True  # the node berth rebalance planned (berth.rebalance reads it)
     record["seed"] = decision.seed
     record["chain"] = digest
     return RECORD_ENCODER.encode(record).decode()

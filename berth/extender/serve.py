@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import functools
 import gc
 import logging
@@ -13,6 +12,7 @@ from typing import Any
 import msgspec
 import uvicorn
 
+from berth.cluster.events import event_body, involved
 from berth.cluster.kubeapi import KubeClient, load_credentials
 from berth.cluster.leadership import Leadership
 from berth.cluster.live import RESERVATION_SECONDS, LiveCluster
@@ -25,7 +25,6 @@ from berth.extender.placer import Placer
 from berth.extender.protocol import HotProtocol
 
 log = logging.getLogger("berth.extender")
-MAX_EVENT_MESSAGE = 1024
 # Python collects its young generation after 700 net allocations of containers, and that collection
 # walks every container made since the last one. The engine keeps up to 64 candidate dicts of up to
 # every node alive between decisions (berth.engine.slots), so at 5000 nodes that walk paused a filter
@@ -89,28 +88,8 @@ def api_recorder(client: KubeClient):
     instance = socket.gethostname()
 
     async def post(pod: Pod, event: Event) -> None:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-            },
-            "reason": event.reason,
-            "message": event.message[:MAX_EVENT_MESSAGE],
-            "type": event.type,
-            "source": {"component": "berth"},
-            "reportingComponent": "berth",
-            "reportingInstance": instance,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        about = involved("v1", "Pod", pod.namespace, pod.name, pod.uid)
+        body = event_body(about, event.type, event.reason, event.message, instance)
         try:
             await client.post(f"/api/v1/namespaces/{pod.namespace}/events", body)
         except Exception as exc:  # an event is best effort: never fail a verb for it

@@ -95,7 +95,7 @@ def check_annotations(
         problems.append(f"annotation {ann.PLACEMENT_POLICY}: {problem}")
     warnings = list(tags.warnings)
     for key in annotations:
-        known = key in ann.POD_ANNOTATIONS or key in ALLOC_ANNOTATIONS or key == ann.PLACEMENT_RECORD
+        known = key in ann.POD_ANNOTATIONS or key in ALLOC_ANNOTATIONS or key in ann.OPERATIONAL
         if key.startswith(ann.PREFIX) and not known:
             warnings.append(
                 Event(

@@ -7,8 +7,9 @@ REQUIRE_WITHOUT_TAG = "tags/require_without_tag"
 TAG_AFFINITY = "tags/tag-affinity"
 PLACEMENT_POLICY = "policy/placement-policy"
 KUBE_SCORE = "kube/default-score"
+PLANNED_TARGET = "rebalance/planned-target"
 
 # berth's own rules: they hold under any chain. A configured allocationDescription that leaves one
 # out still runs it (the hard filters before the chain, the tier before its first preference).
 ALWAYS_HARD = (REQUIRE_WITH_TAG, REQUIRE_WITHOUT_TAG, PLACEMENT_POLICY)
-ALWAYS = (*ALWAYS_HARD, TAG_AFFINITY)
+ALWAYS = (*ALWAYS_HARD, PLANNED_TARGET, TAG_AFFINITY)

@@ -247,8 +247,9 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
         if left_out:
             warnings.append(
                 f"allocationDescription leaves out {', '.join(left_out)}: berth's own rules hold under any "
-                "chain, so they run anyway (the hard filters before the chain, tags/tag-affinity before its "
-                "first step that is not a hard filter)"
+                "chain, so they run anyway (the hard filters before the chain, the tiers "
+                "rebalance/planned-target and tags/tag-affinity before its first step that is not a hard "
+                "filter)"
             )
     for name, pkg in packages.items():
         if pkg.spread is not None:

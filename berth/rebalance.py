@@ -1,0 +1,210 @@
+"""`berth rebalance`: which running pods to move off the nodes that break their hard rules, and where.
+
+The plan starts from what `berth audit` finds (berth.audit): the bound pods whose node breaks one of
+their hard rules now. They are taken youngest first (the pod that arrived last is the likeliest cause,
+and the older ones have been serving longest), and for each, on the view as the moves planned so far
+leave it:
+
+1. a pod whose node no longer breaks a rule once the earlier moves are made stays (moving one of two
+   pods under ONE_PER_HOST is enough);
+2. a pod that must not be evicted stays, with the reason: no controller to replace it (unless
+   `include_bare`), a DaemonSet's, a static or mirror pod, a `system-*` priority class, annotated
+   `berth.dev/rebalance: "never"`, or already going;
+3. a pod over the limits per node, per namespace or per round stays until a later round;
+4. the engine decides where its replacement would go, with the pod itself taken off the view and the
+   moves planned so far counted, with the same chain as simulate (kube-scheduler's filters, berth's
+   rules): a pod with no feasible target stays, with the refusal. Otherwise the move is planned and
+   made in the view, so that later pods see the replacement where it will be.
+
+The pods a round moved were placed by berth-scheduler on their planned node, which satisfied their
+rules then: they come last in the next round's order, so that a pod that arrived since moves first.
+Nothing here changes the cluster: berth.evict carries a plan out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import orjson
+
+from berth import annotations as ann
+from berth.audit import audit_pod, hard_only, subjects
+from berth.cluster.model import Pod
+from berth.cluster.view import ClusterView
+from berth.engine import Pipeline, decide
+
+SEED = 0
+NEVER = "never"
+SYSTEM_PRIORITY_PREFIX = "system-"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    per_node: int = 1  # evictions from one node in a round
+    per_namespace: int = 5
+    per_round: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    pod: str
+    uid: str
+    owner: tuple[str, str] | None  # (kind, name) of the controller
+    node: str  # where it is
+    target: str  # where its replacement goes
+    rules: tuple[str, ...]  # the hard rules its node breaks
+    reasons: tuple[str, ...]  # what the extender says of that node, one per rule
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pod": self.pod, "from": self.node, "to": self.target}
+        if self.owner is not None:
+            out["owner"] = f"{self.owner[0]}/{self.owner[1]}"
+        return out | {"rules": list(self.rules), "reasons": list(self.reasons)}
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A pod whose node breaks a rule, left where it is, and why."""
+
+    pod: str
+    node: str
+    rules: tuple[str, ...]
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pod": self.pod, "node": self.node, "rules": list(self.rules), "why": self.why}
+
+
+@dataclass
+class Plan:
+    checked: int = 0
+    moves: list[Move] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """No pod's node breaks a hard rule."""
+        return not (self.moves or self.kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "clean": self.clean,
+            "moves": [m.to_dict() for m in self.moves],
+            "kept": [k.to_dict() for k in self.kept],
+        }
+
+
+def moved_by_rebalance(pod: Pod) -> bool:
+    """The pod was placed on the node a rebalance planned for it (its placement record says so)."""
+    if not pod.record:
+        return False
+    try:
+        return bool(orjson.loads(pod.record).get("planned"))
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+
+
+def not_evictable(pod: Pod, *, include_bare: bool = False) -> str | None:
+    """Why the pod must not be evicted, or None."""
+    if pod.deleting:
+        return "already going (deletionTimestamp set)"
+    if pod.annotations.get(ann.REBALANCE) == NEVER:
+        return f'annotated {ann.REBALANCE}: "{NEVER}"'
+    if pod.priority_class.startswith(SYSTEM_PRIORITY_PREFIX):
+        return f"priority class {pod.priority_class}: system pods are not moved"
+    if pod.controller is None:
+        return None if include_bare else "no controller would replace it (--include-bare evicts it anyway)"
+    kind = pod.controller[0]
+    if kind == "DaemonSet":
+        return "a DaemonSet's pod: its node is its place"
+    if kind == "Node":
+        return "a static (mirror) pod"
+    return None
+
+
+def _age_order(pod: Pod) -> tuple:
+    # Youngest first: the latest start (or creation) first; pods a rebalance moved come last.
+    started = pod.start_time or pod.creation
+    return (moved_by_rebalance(pod), _descending(started), pod.key)
+
+
+def _descending(stamp: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in stamp) if stamp else ()
+
+
+def plan(
+    view: ClusterView,
+    rules: Pipeline,
+    placement: Pipeline,
+    *,
+    namespaces: Iterable[str] = (),
+    limits: Limits = Limits(),
+    include_bare: bool = False,
+) -> Plan:
+    """The moves that take the pods of `namespaces` (all when none are given) off the nodes that
+    break their hard rules: `rules` is the chain whose hard steps are asked (as berth audit asks),
+    `placement` the chain that places the replacements (as berth simulate places). The view ends
+    with the moves made in it."""
+    here = hard_only(rules, one_node=True)
+    out = Plan()
+    breaking: list[Pod] = []
+    for pod in subjects(view, namespaces):
+        out.checked += 1
+        if audit_pod(view, here, pod).violations:
+            breaking.append(pod)
+    from_node: Counter = Counter()
+    in_namespace: Counter = Counter()
+    for i, pod in enumerate(sorted(breaking, key=_age_order)):
+        found = audit_pod(view, here, pod)
+        rule_names = tuple(dict.fromkeys(v.rule for v in found.violations))
+        if not found.violations:
+            out.kept.append(
+                Kept(pod.key, pod.node_name, (), "its node breaks no rule once the moves above are made")
+            )
+            continue
+        why = not_evictable(pod, include_bare=include_bare)
+        if why is None:
+            why = _over_limit(pod, limits, len(out.moves), from_node, in_namespace)
+        if why is not None:
+            out.kept.append(Kept(pod.key, pod.node_name, rule_names, why))
+            continue
+        view.remove_pod(pod.key)
+        decision = decide(msgspec.structs.replace(pod, node_name=""), view, placement, seed=SEED + i)
+        if decision.chosen is None:
+            view.add_pod(pod)
+            message = decision.error.message if decision.error is not None else "no node"
+            out.kept.append(
+                Kept(pod.key, pod.node_name, rule_names, f"no node would take its replacement: {message}")
+            )
+            continue
+        replacement = msgspec.structs.replace(
+            pod, name=f"{pod.name}~replacement", uid=f"{pod.uid}~replacement", node_name=decision.chosen
+        )
+        view.add_pod(replacement)
+        reasons = tuple(v.reason for v in found.violations)
+        out.moves.append(
+            Move(pod.key, pod.uid, pod.controller, pod.node_name, decision.chosen, rule_names, reasons)
+        )
+        from_node[pod.node_name] += 1
+        in_namespace[pod.namespace] += 1
+    return out
+
+
+def _over_limit(
+    pod: Pod, limits: Limits, moves: int, from_node: Counter, in_namespace: Counter
+) -> str | None:
+    if moves >= limits.per_round:
+        return f"the round's limit of {limits.per_round} eviction(s) is reached: next round"
+    if from_node[pod.node_name] >= limits.per_node:
+        return f"the limit of {limits.per_node} eviction(s) from node {pod.node_name} is reached: next round"
+    if in_namespace[pod.namespace] >= limits.per_namespace:
+        return (
+            f"the limit of {limits.per_namespace} eviction(s) in namespace {pod.namespace} is reached: "
+            "next round"
+        )
+    return None
