@@ -72,6 +72,11 @@ def add_parser(sub: Any) -> None:
         metavar="URL",
         help="with --apply: push the eviction counters to a Prometheus Pushgateway",
     )
+    reb.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 when pods break rules too (a CronJob's round then fails only on an error)",
+    )
     reb.add_argument("-o", "--output", choices=("table", "json"), default="table")
     reb.set_defaults(func=cmd_rebalance)
 
@@ -120,7 +125,7 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(plan_table(found, applied=args.apply, outcomes=outcomes))
-    return EXIT_PLACED if found.clean else EXIT_NO_FIT
+    return EXIT_PLACED if found.clean or args.exit_zero else EXIT_NO_FIT
 
 
 async def _apply(args: argparse.Namespace, found: Plan) -> list[Any]:

@@ -106,6 +106,66 @@ def test_a_service_monitor_scrapes_the_extender_when_it_listens_beyond_loopback(
     assert chart.of_kind("NetworkPolicy")
 
 
+def _rebalance_job(chart: Chart) -> dict:
+    cron = chart.named("CronJob", "-rebalance")
+    return cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def test_the_rebalance_cronjob_is_off_by_default_and_a_dry_run_when_on(cluster):
+    from berth.cli import build_parser
+
+    assert not rendered().of_kind("CronJob")
+    chart = rendered("--set", "rebalance.enabled=true")
+    job = _rebalance_job(chart)
+    (container,) = job["containers"]
+    args = container["args"]
+    assert args[:3] == ["rebalance", "--live", "--all-namespaces"]
+    assert "--apply" not in args and "--exit-zero" in args
+    # Every flag the chart gives is one berth rebalance takes.
+    parsed = build_parser().parse_args(args)
+    assert (parsed.max, parsed.max_per_node, parsed.apply) == (10, 1, False)
+    assert job["serviceAccountName"].endswith("-rebalance")
+    assert chart.named("CronJob", "-rebalance")["spec"]["concurrencyPolicy"] == "Forbid"
+    # A dry run only reads.
+    rules = chart.named("ClusterRole", "-rebalance")["rules"]
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in rules)
+
+
+def test_an_applying_rebalance_may_evict_and_read_and_nothing_else(cluster):
+    chart = rendered(
+        "--set",
+        "rebalance.enabled=true",
+        "--set",
+        "rebalance.apply=true",
+        "--set-json",
+        'rebalance.namespaces=["shop"]',
+    )
+    args = _rebalance_job(chart)["containers"][0]["args"]
+    assert "--apply" in args and "--namespace=shop" in args and "--all-namespaces" not in args
+    objects = [
+        o
+        for o in chart.objects
+        if o["metadata"]["name"].endswith("-rebalance")
+        and o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+    ]
+    cluster.apply(*objects)
+    user = f"--as=system:serviceaccount:{CHART_NAMESPACE}:berth-rebalance"
+    for question, allowed in (
+        ("create pods --subresource=eviction", True),
+        ("patch pods", True),
+        ("create events", True),
+        ("list placementpolicies.berth.dev", True),
+        ("list poddisruptionbudgets.policy", True),
+        ("delete pods", False),
+        ("update pods", False),
+        ("create pods", False),
+        ("get secrets", False),
+        ("patch placementpolicies.berth.dev", False),
+    ):
+        result = cluster.kubectl("auth", "can-i", *question.split(), user, check=False)
+        assert result.stdout.strip() == ("yes" if allowed else "no"), question
+
+
 def test_the_allocator_configuration_value_becomes_the_extenders_config_file(cluster):
     chart = rendered("--set-json", 'allocator.config={"defaults": {"weight_unreserved_ram": -2}}')
     data = chart.named("ConfigMap", "-allocator")["data"]["allocator.yaml"]
