@@ -27,7 +27,8 @@ from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, Or, Pipe, flatten
 from berth.engine.decide import Pipeline, decide
-from berth.engine.types import Decision, Kind, Phase
+from berth.engine.decision import Decision
+from berth.engine.types import Kind, Phase
 from berth.vocab.policy.compile import CompiledPolicy
 from berth.vocab.policy.steps import PlacementPolicyStep
 

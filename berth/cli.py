@@ -12,14 +12,15 @@ from typing import Any
 
 import msgspec
 
-from berth import __version__, rebalance_cli
+from berth import __version__
 from berth.cluster.convert import pod_from_k8s, pod_template, replica_owner, replica_pods, replicas_of
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
 from berth.engine.decide import decide
-from berth.engine.types import Decision
+from berth.engine.decision import Decision
 from berth.errors import BerthError, InvalidPolicy
 from berth.pipeline import build_pipeline
+from berth.rebalance import Limits
 from berth.report import replica_summary, summary_table, table
 from berth.validate import validate_files
 from berth.vocab.alloc.config import AllocatorConfig, load_config
@@ -296,6 +297,131 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return EXIT_INVALID if any(r.invalid for r in reports) else 0
 
 
+# -- berth rebalance ------------------------------------------------------------------------
+REBALANCE_DEFAULTS = Limits()
+REBALANCE_EXAMPLES = """examples:
+  berth rebalance --live -A                         # the plan for every namespace; evicts nothing
+  berth rebalance --live -n shop --output json      # the same, for one namespace, as JSON
+  berth rebalance --live -n shop --apply            # evict the planned pods (PodDisruptionBudgets hold)
+  berth rebalance --cluster cluster.yaml --policy one-per-host.yaml   # what a new policy would move
+"""
+
+
+def _add_rebalance_parser(sub: Any) -> None:
+    reb = sub.add_parser(
+        "rebalance",
+        help="move the running pods whose node breaks their hard rules",
+        description="Plan the moves that take running pods off the nodes that break their hard rules (what "
+        "berth audit reports), each only when berth would place its replacement on another node, with the "
+        "other moves of the round counted; print the plan, and with --apply evict the planned pods through "
+        "the Eviction API, honouring PodDisruptionBudgets. berth-scheduler then places each replacement on "
+        "its planned node. Pods without a controller, DaemonSet, static and system pods, and pods "
+        'annotated berth.dev/rebalance: "never" are not moved. Exit 0 when no pod breaks a rule, 1 when '
+        "some do, 2 for bad input.",
+        epilog=REBALANCE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_cluster_source(reb, namespace=False)
+    where = reb.add_mutually_exclusive_group()
+    where.add_argument(
+        "-n", "--namespace", action="append", metavar="NAME", help="only this namespace (repeatable)"
+    )
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
+    reb.add_argument(
+        "--policy",
+        action="append",
+        metavar="FILE",
+        help="what-if: PlacementPolicy objects applied over the cluster's own (repeatable)",
+    )
+    reb.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the what-if of another one")
+    reb.add_argument("--apply", action="store_true", help="evict the planned pods (needs --live)")
+    reb.add_argument(
+        "--include-bare", action="store_true", help="also evict pods that no controller will replace"
+    )
+    reb.add_argument(
+        "--max", type=int, default=REBALANCE_DEFAULTS.per_round, metavar="N", help="evictions per round"
+    )
+    reb.add_argument(
+        "--max-per-node",
+        type=int,
+        default=REBALANCE_DEFAULTS.per_node,
+        metavar="N",
+        help="evictions from one node per round",
+    )
+    reb.add_argument(
+        "--max-per-namespace",
+        type=int,
+        default=REBALANCE_DEFAULTS.per_namespace,
+        metavar="N",
+        help="evictions in one namespace per round",
+    )
+    reb.add_argument(
+        "--pushgateway",
+        metavar="URL",
+        help="with --apply: push the eviction counters to a Prometheus Pushgateway",
+    )
+    reb.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 when pods break rules too (a CronJob's round then fails only on an error)",
+    )
+    reb.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    reb.set_defaults(func=cmd_rebalance)
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    from berth.rebalance import plan
+    from berth.report import plan_table
+
+    if args.apply and not args.live:
+        raise BerthError("--apply evicts pods of a live cluster: it goes with --live")
+    for flag in ("max", "max_per_node", "max_per_namespace"):
+        if getattr(args, flag) < 0:
+            raise BerthError(f"--{flag.replace('_', '-')}: must be 0 or more")
+    try:
+        policies = _what_if_policies(args.policy or [])
+    except InvalidPolicy as exc:
+        for line in exc.errors or [exc.message]:
+            print(f"berth: {line}", file=sys.stderr)
+        return EXIT_INVALID
+    config = _allocator_config(args.config)
+    snapshot = _source_snapshot(args)
+    for obj in policies:
+        snapshot.view.upsert_policy(obj)
+    limits = Limits(per_node=args.max_per_node, per_namespace=args.max_per_namespace, per_round=args.max)
+    found = plan(
+        snapshot.view,
+        build_pipeline(config, offline=False),
+        build_pipeline(config, offline=True),
+        namespaces=args.namespace or (),
+        limits=limits,
+        include_bare=args.include_bare,
+    )
+    outcomes = asyncio.run(_evict(args, found.moves)) if args.apply and found.moves else []
+    if args.output == "json":
+        out = found.to_dict() | {"applied": args.apply}
+        if args.apply:
+            out["evictions"] = [o.to_dict() for o in outcomes]
+        print(json.dumps(out, indent=2))
+    else:
+        print(plan_table(found, applied=args.apply, outcomes=outcomes))
+    return EXIT_PLACED if found.clean or args.exit_zero else EXIT_NO_FIT
+
+
+async def _evict(args: argparse.Namespace, moves: list[Any]) -> list[Any]:
+    from berth.cluster.kubeapi import KubeClient, load_credentials
+    from berth.evict import evict, push_metrics
+
+    client = KubeClient(load_credentials(args.kubeconfig, args.context))
+    try:
+        outcomes = await evict(client, moves)
+    finally:
+        await client.aclose()
+    if args.pushgateway:
+        push_metrics(args.pushgateway)
+    return outcomes
+
+
 def load_live_snapshot(kubeconfig: str | None, context: str | None = None) -> Snapshot:
     """The cluster now, through the kubeconfig and context as kubectl would read them; names without
     a namespace are in the context's namespace."""
@@ -547,7 +673,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     aud.add_argument("--output", choices=("table", "json"), default="table")
     aud.set_defaults(func=cmd_audit)
 
-    rebalance_cli.add_parser(sub)
+    _add_rebalance_parser(sub)
 
     srv = sub.add_parser(
         "serve",

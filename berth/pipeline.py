@@ -33,14 +33,15 @@ from berth.vocab.alloc.base import AllocStep, Setup
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
 from berth.vocab.alloc.description import Description, names_in, parse_description
-from berth.vocab.alloc.registry import ALGORITHMS, lookup
+from berth.vocab.alloc.names import lookup
+from berth.vocab.alloc.registry import ALGORITHMS
 from berth.vocab.planned import PlannedTarget
 from berth.vocab.pod import PodCompiler
 from berth.vocab.policy.steps import PlacementPolicyStep
 from berth.vocab.tag_steps import RequireWithoutTag, RequireWithTag, TagAffinityTier
 
 # Every step of the other vocabularies a chain may name, by name (the allocator's are in
-# berth.vocab.alloc.registry, built with the configuration).
+# berth.vocab.alloc.registry, built with the configuration); their names are step_names.OTHER_STEPS.
 REGISTRY: dict[str, type[Step]] = {
     cls.name: cls
     for cls in (
@@ -225,7 +226,7 @@ def _member(description: Description, where: str, setup: Setup) -> Member:
 
 def _step(name: str, where: str, setup: Setup) -> Step:
     config = setup.config
-    found = lookup(name, config)
+    found = lookup(name, config.algorithms)
     if found.refused:
         raise InvalidConfig(
             f"{where}: algorithm {name!r} has no meaning on Kubernetes: {found.refused}", field=where

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from berth.engine.types import Decision, NodeResult, StepTrace
+from berth.engine.decision import Decision
+from berth.engine.types import NodeResult, StepTrace
 
 if TYPE_CHECKING:
     from berth.audit import AuditReport
     from berth.capacity import Capacity
+    from berth.rebalance import Plan
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12
@@ -206,4 +208,30 @@ def summary_table(summary: ReplicaSummary) -> str:
     lines = [f"placed {summary.placed} of {summary.total}; pods per node: {spread}"]
     if summary.first_refused:
         lines.append(f"first refusal: {summary.first_refused} {summary.first_reason}")
+    return "\n".join(lines)
+
+
+def plan_table(found: Plan, *, applied: bool, outcomes: Sequence[Any] = ()) -> str:
+    """The plan for people, like Nomad's `job plan`: the moves, then the pods left in place and why."""
+    if found.clean:
+        return f"clean: {found.checked} pod(s) checked, no node breaks a pod's hard rule"
+    lines = [
+        f"{len(found.moves)} to move, {len(found.kept)} left in place ({found.checked} pod(s) checked)"
+        + ("" if applied else "; dry run: --apply evicts")
+    ]
+    done = {o.move.pod: o for o in outcomes}
+    if found.moves:
+        lines += ["", "MOVES"]
+        for m in found.moves:
+            outcome = done.get(m.pod)
+            status = (
+                f"  [{outcome.outcome}{': ' + outcome.detail if outcome.detail else ''}]" if outcome else ""
+            )
+            lines.append(f"  ~ {m.pod}: {m.node} -> {m.target}{status}")
+            lines += [f"      {reason}" for reason in m.reasons]
+    if found.kept:
+        lines += ["", "LEFT IN PLACE"]
+        for k in found.kept:
+            rules = f" ({', '.join(k.rules)})" if k.rules else ""
+            lines.append(f"  = {k.pod} on {k.node}{rules}: {k.why}")
     return "\n".join(lines)

@@ -27,8 +27,8 @@ from berth.cluster.model import (
 )
 from berth.cluster.quantity import resource_units
 from berth.cluster.selectors import Selector, parse_selector
+from berth.cluster.tags import read_neighbour_tags
 from berth.errors import SnapshotError
-from berth.vocab.tags import read_neighbour_tags
 
 
 def _berth_annotations(meta: dict[str, Any], source: str) -> dict[str, str]:

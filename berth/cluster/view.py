@@ -24,7 +24,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,7 +33,6 @@ from berth.cluster.model import Node, Pod, PodAffinity
 from berth.cluster.names import NameTable
 from berth.cluster.planned import PlannedTargets
 from berth.cluster.selectors import Selector, parse_selector, selector_of_set
-from berth.vocab.policy.compile import CompiledPolicy, missing_policy, reload_policy
 
 
 @dataclass(slots=True)
@@ -98,6 +97,35 @@ class NodeState:
 
 
 # A uid prefix names a pod only from this many characters on (a short Docker-style id is 12).
+# A compiled PlacementPolicy (berth.vocab.policy.compile.CompiledPolicy): the view holds them and reads
+# their namespace, name and selector; how they compile is the policy vocabulary's.
+Policy = Any
+
+
+class PolicyCompiler(Protocol):
+    def reload(self, current: Policy | None, obj: Mapping[str, Any]) -> Policy:
+        """The object compiled, reusing `current` when its spec is unchanged."""
+
+    def missing(self, namespace: str, name: str) -> Policy:
+        """The stand-in for a policy a pod names that does not exist."""
+
+
+_compiler: PolicyCompiler | None = None
+
+
+def use_policy_compiler(compiler: PolicyCompiler) -> None:
+    """The policy vocabulary hands the view its compiler when it is imported (berth.vocab.policy):
+    the cluster layer never imports a vocabulary."""
+    global _compiler
+    _compiler = compiler
+
+
+def _policy_compiler() -> PolicyCompiler:
+    if _compiler is None:
+        raise RuntimeError("no PlacementPolicy compiler: import berth.vocab.policy first")
+    return _compiler
+
+
 UID_PREFIX = 8
 # A NodeColumn remembers this many of its latest changes (NodeColumn.changed_since).
 COLUMN_LOG = 4096
@@ -261,9 +289,9 @@ class ClusterView:
         # (namespace, app name, app version) -> node name -> pods placed there (ctx.session of rules)
         self._app_nodes: dict[tuple[str, str, str], Counter] = {}
         # namespace -> name -> compiled PlacementPolicy
-        self._policies: dict[str, dict[str, CompiledPolicy]] = {}
+        self._policies: dict[str, dict[str, Policy]] = {}
         # Policies that govern every pod regardless of selectors (`berth simulate --policy`).
-        self._override: tuple[CompiledPolicy, ...] | None = None
+        self._override: tuple[Policy, ...] | None = None
         # Lookups of the allocator's locality hints and affinity rules, kept with every pod change:
         # namespace -> pod key -> pod; uid prefix -> uids; namespace -> label key -> value -> pod keys.
         self._by_namespace: dict[str, dict[str, Pod]] = {}
@@ -502,14 +530,14 @@ class ClusterView:
         """Node name -> pods of this (namespace, app name, app version) placed there; read-only."""
         return self._app_nodes.get(key, {})
 
-    def policy(self, namespace: str, name: str) -> CompiledPolicy | None:
+    def policy(self, namespace: str, name: str) -> Policy | None:
         return self._policies.get(namespace, {}).get(name)
 
-    def policies(self) -> Iterator[CompiledPolicy]:
+    def policies(self) -> Iterator[Policy]:
         for per_ns in self._policies.values():
             yield from per_ns.values()
 
-    def policies_for(self, pod: Pod) -> list[CompiledPolicy]:
+    def policies_for(self, pod: Pod) -> list[Policy]:
         """The PlacementPolicies that govern the pod, all of which must hold: the one its annotation
         berth.dev/placement-policy names (a stand-in marked missing when there is none of that name),
         else every policy of its namespace whose selector matches its labels, by name."""
@@ -519,7 +547,7 @@ class ClusterView:
         named = pod.annotations.get(ann.PLACEMENT_POLICY)
         if named is not None:
             name = named.strip()
-            return [per_ns.get(name) or missing_policy(pod.namespace, name)]
+            return [per_ns.get(name) or _policy_compiler().missing(pod.namespace, name)]
         return [
             p for _, p in sorted(per_ns.items()) if p.selector is not None and p.selector.matches(pod.labels)
         ]
@@ -762,19 +790,19 @@ class ClusterView:
         self._default_selectors.clear()
 
     # -- placement policies --------------------------------------------------------------------
-    def upsert_policy(self, obj: Mapping[str, Any]) -> CompiledPolicy:
+    def upsert_policy(self, obj: Mapping[str, Any]) -> Policy:
         """Add or replace a PlacementPolicy object; an unchanged spec is not compiled again. An
         invalid one is kept, not Ready, with its errors: the pods it governs are refused."""
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         current = self.policy(meta.get("namespace") or "default", meta.get("name") or "")
-        compiled = reload_policy(current, obj)
+        compiled = _policy_compiler().reload(current, obj)
         self.generation += 1
         if compiled is not current:
             self.policy_generation += 1
         self._policies.setdefault(compiled.namespace, {})[compiled.name] = compiled
         return compiled
 
-    def remove_policy(self, namespace: str, name: str) -> CompiledPolicy | None:
+    def remove_policy(self, namespace: str, name: str) -> Policy | None:
         per_ns = self._policies.get(namespace)
         removed = per_ns.pop(name, None) if per_ns else None
         if per_ns is not None and not per_ns:
@@ -784,7 +812,7 @@ class ClusterView:
             self.policy_generation += 1
         return removed
 
-    def override_policies(self, policies: Sequence[CompiledPolicy] | None) -> None:
+    def override_policies(self, policies: Sequence[Policy] | None) -> None:
         """Make `policies` govern every pod regardless of selectors and annotations (None: back to
         the policies of the view), as `berth simulate --policy` does."""
         self.generation += 1

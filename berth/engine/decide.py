@@ -18,17 +18,16 @@ from berth.cluster.model import Pod
 from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, describe, flatten, run
+from berth.engine.decision import Decision, PlacementSummary
 from berth.engine.draws import Seeded
 from berth.engine.ledger import Candidates, Ledger, shared_reason
 from berth.engine.slots import is_known, known, slots_of
 from berth.engine.step import PodContext, Step
 from berth.engine.types import (
-    Decision,
     ErrorInfo,
     Event,
     Kind,
     NodeResult,
-    PlacementSummary,
     Reason,
     StepTrace,
 )

@@ -9,7 +9,38 @@ PLACEMENT_POLICY = "policy/placement-policy"
 KUBE_SCORE = "kube/default-score"
 PLANNED_TARGET = "rebalance/planned-target"
 
+# kube-scheduler's filters as berth runs them offline, in kube-scheduler's order.
+KUBE_NODE_READY = "kube/node-ready"
+KUBE_NODE_UNSCHEDULABLE = "kube/node-unschedulable"
+KUBE_NODE_NAME = "kube/node-name"
+KUBE_TAINTS = "kube/taints"
+KUBE_NODE_AFFINITY = "kube/node-affinity"
+KUBE_NODE_PORTS = "kube/node-ports"
+KUBE_RESOURCES = "kube/resources"
+KUBE_TOPOLOGY_SPREAD = "kube/topology-spread"
+KUBE_INTER_POD_AFFINITY = "kube/inter-pod-affinity"
+
 # berth's own rules: they hold under any chain. A configured allocationDescription that leaves one
 # out still runs it (the hard filters before the chain, the tier before its first preference).
 ALWAYS_HARD = (REQUIRE_WITH_TAG, REQUIRE_WITHOUT_TAG, PLACEMENT_POLICY)
 ALWAYS = (*ALWAYS_HARD, PLANNED_TARGET, TAG_AFFINITY)
+
+# Every step a chain may name besides the allocator's (whose names are berth.vocab.alloc.names): the
+# chain builder (berth.pipeline) resolves each to its class, and checks it has one for every name.
+OTHER_STEPS = (
+    KUBE_NODE_READY,
+    KUBE_NODE_UNSCHEDULABLE,
+    KUBE_NODE_NAME,
+    KUBE_TAINTS,
+    KUBE_NODE_AFFINITY,
+    KUBE_NODE_PORTS,
+    KUBE_RESOURCES,
+    KUBE_TOPOLOGY_SPREAD,
+    KUBE_INTER_POD_AFFINITY,
+    KUBE_SCORE,
+    REQUIRE_WITH_TAG,
+    REQUIRE_WITHOUT_TAG,
+    PLACEMENT_POLICY,
+    PLANNED_TARGET,
+    TAG_AFFINITY,
+)

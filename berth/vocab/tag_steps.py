@@ -16,8 +16,8 @@ from berth.engine.ledger import Excluded, Sparse
 from berth.engine.slots import memo_for
 from berth.engine.step import NodeFilter, PodContext, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
+from berth.json_annotation import show
 from berth.vocab import step_names
-from berth.vocab.json_annotation import show
 from berth.vocab.tags import PREFER_WITH, PREFER_WITHOUT, REQUIRE_WITH, REQUIRE_WITHOUT, TagAffinity
 
 REQUIRE_WITH_STEP = step_names.REQUIRE_WITH_TAG

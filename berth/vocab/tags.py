@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from berth import annotations as ann
+from berth.cluster.tags import parse_tags
 from berth.engine.types import Event
-from berth.vocab.json_annotation import AnnotationProblem, load_json, show
+from berth.json_annotation import AnnotationProblem, load_json, show
 
 REQUIRE_WITH = "require_with_tag"
 REQUIRE_WITHOUT = "require_without_tag"
@@ -59,31 +59,6 @@ class TagSpec:
 
 def _unique(tags: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tags))
-
-
-def parse_tags(raw: str) -> frozenset[str]:
-    """The tags of `berth.dev/tags`, or AnnotationProblem."""
-    value = load_json(raw, expect=list, shape="a JSON list of tags")
-    if len(value) > ann.MAX_TAGS:
-        raise AnnotationProblem(f"at most {ann.MAX_TAGS} tags are allowed, found {len(value)}")
-    for tag in value:
-        if not isinstance(tag, str) or not tag:
-            raise AnnotationProblem(f"tags should be non-empty strings, found {show(tag)}")
-        if len(tag) > ann.MAX_TAG_LENGTH:
-            raise AnnotationProblem(f"a tag is longer than {ann.MAX_TAG_LENGTH} characters")
-    return frozenset(value)
-
-
-@lru_cache(maxsize=8192)  # neighbours repeat a few tag lists: one frozenset each
-def read_neighbour_tags(raw: str | None) -> frozenset[str]:
-    """A placed pod's tags, read leniently: a malformed annotation on a neighbour is no tags (its own
-    admission refuses it; another pod's decision must not fail for it)."""
-    if not raw:
-        return frozenset()
-    try:
-        return parse_tags(raw)
-    except AnnotationProblem:
-        return frozenset()
 
 
 def _weight(tag: str, value: Any) -> int:

@@ -23,7 +23,6 @@ from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig, Defaults
 from berth.vocab.alloc.request import EMPTY_REQUEST, AllocRequest, pod_cpu, pod_disk, pod_ram
 from berth.vocab.alloc.values import node_ratios
 
-PREFIX = "alloc/"
 MIB = 1 << 20
 NODE_RATIOS = "berth.dev/overprovision-ratios"
 RESOURCES = ("cpu", "ram", "disk")

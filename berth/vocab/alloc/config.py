@@ -25,8 +25,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from berth.errors import InvalidConfig
+from berth.json_annotation import show
 from berth.vocab import step_names
+from berth.vocab.alloc.custom import load_path
 from berth.vocab.alloc.description import Description, check_names, names_in, parse_description, show_value
+from berth.vocab.alloc.names import builtin_names
 from berth.vocab.alloc.values import (
     PLATFORM_SHAPE,
     PlatformMap,
@@ -36,7 +39,6 @@ from berth.vocab.alloc.values import (
     platform_map,
     trait_problems,
 )
-from berth.vocab.json_annotation import show
 
 TOP_LEVEL = ("allocationDescription", "defaults", "packages", "algorithms")
 CONFIG_MAP_KEY = "allocator.yaml"
@@ -270,7 +272,7 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
     )
     problems += _check_algorithms(config)
     if description is not None:
-        problems += check_names(description, "allocationDescription", config)
+        problems += check_names(description, "allocationDescription", config.algorithms)
     if problems:
         _raise(problems, source)
     return config
@@ -284,7 +286,7 @@ def _description_problems(data: Mapping[str, Any]) -> list[str]:
     description, problems = parse_description(raw, "allocationDescription")
     algorithms = data.get("algorithms")
     named = {str(k): AlgorithmRef("") for k in algorithms} if isinstance(algorithms, dict) else {}
-    return problems + check_names(description, "allocationDescription", AllocatorConfig(algorithms=named))
+    return problems + check_names(description, "allocationDescription", named)
 
 
 def _raise(problems: list[str], source: str) -> Any:
@@ -411,9 +413,6 @@ def _algorithm(name: str, ref: str | AlgorithmModel) -> tuple[AlgorithmRef, list
 
 def _check_algorithms(config: AllocatorConfig) -> list[str]:
     """Custom algorithms load when the configuration is read, so `berth validate` finds a bad one."""
-    from berth.vocab.alloc.custom import load_path
-    from berth.vocab.alloc.registry import builtin_names
-
     problems = []
     builtin = builtin_names()
     for name, ref in config.algorithms.items():

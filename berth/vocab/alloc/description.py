@@ -5,12 +5,11 @@ nested lists. A pipe needs a member, an or two; every problem names its path
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import Any
 
-from berth.vocab.json_annotation import show
-
-if TYPE_CHECKING:
-    from berth.vocab.alloc.config import AllocatorConfig
+from berth.json_annotation import show
+from berth.vocab.alloc.names import lookup
 
 Description = tuple[Any, ...]  # ("pipe" | "or", member, ...) with members names or nested tuples
 MAX_DEPTH = 16
@@ -58,17 +57,15 @@ def parse_description(raw: Any, where: str, depth: int = 0) -> tuple[Description
     return tuple(out), problems
 
 
-def check_names(description: Description, where: str, config: AllocatorConfig) -> list[str]:
+def check_names(description: Description, where: str, custom: Collection[str] = ()) -> list[str]:
     """Every name must be an algorithm berth runs; one with no meaning on Kubernetes is refused with
     the reason, an unknown one is named (with the closest known name)."""
-    from berth.vocab.alloc.registry import lookup  # the registry imports the steps, which import this
-
     problems = []
     for i, member in enumerate(description[1:], 1):
         if isinstance(member, tuple):
-            problems += check_names(member, f"{where}[{i}]", config)
+            problems += check_names(member, f"{where}[{i}]", custom)
             continue
-        found = lookup(member, config)
+        found = lookup(member, custom)
         if found.refused:
             problems.append(
                 f"{where}[{i}]: algorithm {show(member)} has no meaning on Kubernetes: {found.refused}"

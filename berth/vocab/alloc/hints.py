@@ -29,8 +29,8 @@ from berth.cluster.model import Pod
 from berth.cluster.view import UID_PREFIX
 from berth.engine.step import PodContext
 from berth.errors import InvalidAnnotation
+from berth.json_annotation import json_type, show
 from berth.vocab.alloc import patterns
-from berth.vocab.json_annotation import json_type, show
 
 LOCALITY_KEYS = ("near", "far", "strict")
 RULE_KEYS = ("key", "operator", "value", "valueType", "isSoft")

@@ -12,10 +12,10 @@ from typing import Any
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
+from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
 from berth.vocab.alloc.request import NIC_TAGS
 from berth.vocab.alloc.values import node_nic_tags
-from berth.vocab.json_annotation import show
 
 
 def _shown(groups: tuple[tuple[str, ...], ...]) -> str:

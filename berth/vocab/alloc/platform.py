@@ -21,6 +21,7 @@ from berth.cluster.model import Node
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
+from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
 from berth.vocab.alloc.values import (
     Platform,
@@ -31,7 +32,6 @@ from berth.vocab.alloc.values import (
     parse_platform,
     show_line,
 )
-from berth.vocab.json_annotation import show
 
 
 @dataclass(frozen=True, slots=True)

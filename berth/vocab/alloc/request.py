@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth import annotations as ann
+from berth.json_annotation import AnnotationProblem, json_type, load_json, show
 from berth.vocab.alloc.config import AllocatorConfig, Package
 from berth.vocab.alloc.hints import AffinityRule, Locality, parse_locality, parse_rules
 from berth.vocab.alloc.values import (
@@ -32,7 +33,6 @@ from berth.vocab.alloc.values import (
     platform_map,
     trait_problems,
 )
-from berth.vocab.json_annotation import AnnotationProblem, json_type, load_json, show
 
 NIC_TAGS = "berth.dev/nic-tags"
 FORCE_FAILURE_LABEL = "berth.dev/force-designation-failure"

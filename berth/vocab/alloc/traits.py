@@ -20,9 +20,9 @@ from berth.engine.ledger import Sparse
 from berth.engine.slots import memo_for
 from berth.engine.step import NodeFilter, PodContext
 from berth.engine.types import Kind, Reason
+from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
 from berth.vocab.alloc.values import TraitValue, node_traits, thaw, trait_mismatch
-from berth.vocab.json_annotation import show
 
 
 @dataclass(slots=True)

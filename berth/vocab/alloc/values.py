@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from berth.vocab.json_annotation import json_type, show
+from berth.json_annotation import json_type, show
 
 MAX_TRAITS = 64
 MAX_TRAIT_VALUES = 64

@@ -14,12 +14,13 @@ from berth.cluster.model import Node, Pod, Taint
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
+from berth.vocab import step_names
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
 
 class NodeReady(NodeFilter):
-    name = "kube/node-ready"
+    name = step_names.KUBE_NODE_READY
     summary = "hard: the node's Ready condition is True"
     node_only = True
 
@@ -64,7 +65,7 @@ def selects_node(pod: Pod, node: Node) -> bool:
 
 
 class NodeName(NodeFilter):
-    name = "kube/node-name"
+    name = step_names.KUBE_NODE_NAME
     summary = "hard: a pod that names its node (spec.nodeName) fits only there"
 
     def prepare(self, ctx: PodContext) -> Any:
@@ -82,7 +83,7 @@ class NodeName(NodeFilter):
 
 
 class NodePorts(NodeFilter):
-    name = "kube/node-ports"
+    name = step_names.KUBE_NODE_PORTS
     summary = "hard: no pod on the node uses a host port the pod asks for"
 
     def prepare(self, ctx: PodContext) -> Any:
@@ -105,7 +106,7 @@ class NodePorts(NodeFilter):
 
 
 class NodeUnschedulable(NodeFilter):
-    name = "kube/node-unschedulable"
+    name = step_names.KUBE_NODE_UNSCHEDULABLE
     summary = "hard: the node is not cordoned, unless the pod tolerates that"
     suspect = staticmethod(_cordoned)
 
@@ -118,7 +119,7 @@ class NodeUnschedulable(NodeFilter):
 
 
 class TaintToleration(NodeFilter):
-    name = "kube/taints"
+    name = step_names.KUBE_TAINTS
     summary = "hard: the pod tolerates every NoSchedule and NoExecute taint of the node"
     suspect = staticmethod(_tainted)
 
@@ -132,7 +133,7 @@ class TaintToleration(NodeFilter):
 
 
 class NodeAffinity(NodeFilter):
-    name = "kube/node-affinity"
+    name = step_names.KUBE_NODE_AFFINITY
     summary = "hard: the node matches the pod's nodeSelector and required node affinity"
 
     def prepare(self, ctx: PodContext) -> Any:
@@ -179,7 +180,7 @@ def _requirement(expr: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 class NodeResourcesFit(NodeFilter):
-    name = "kube/resources"
+    name = step_names.KUBE_RESOURCES
     summary = "hard: the pod's requests fit the node's allocatable minus the requests of its pods"
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:

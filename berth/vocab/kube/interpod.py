@@ -29,6 +29,7 @@ from berth.cluster.model import AffinityTerm, Pod
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
+from berth.vocab import step_names
 from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects
 
 Pairs = Counter  # (topology key, value) -> pods
@@ -103,7 +104,7 @@ class Required:
 
 
 class InterPodAffinity(NodeFilter):
-    name = "kube/inter-pod-affinity"
+    name = step_names.KUBE_INTER_POD_AFFINITY
     summary = (
         "hard: the pod's required pod (anti-)affinity holds, and no running pod's anti-affinity excludes it"
     )

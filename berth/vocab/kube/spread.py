@@ -24,6 +24,7 @@ from berth.cluster.selectors import Selector
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
+from berth.vocab import step_names
 from berth.vocab.kube.filters import selects_node, untolerated
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -81,7 +82,7 @@ def hard_state(constraints: tuple[SpreadConstraint, ...], ctx: PodContext) -> Ha
 
 
 class PodTopologySpread(NodeFilter):
-    name = "kube/topology-spread"
+    name = step_names.KUBE_TOPOLOGY_SPREAD
     summary = "hard: placing the pod keeps every DoNotSchedule topology spread constraint within its maxSkew"
 
     def prepare(self, ctx: PodContext) -> Any:

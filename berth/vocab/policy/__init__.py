@@ -6,6 +6,7 @@
 - `steps`: the engine step that asks the governing policies about every candidate node.
 """
 
+from berth.cluster.view import use_policy_compiler
 from berth.vocab.policy.compile import (
     CompiledPolicy,
     Failure,
@@ -15,7 +16,18 @@ from berth.vocab.policy.compile import (
     load_policy,
     load_tree,
     missing_policy,
+    reload_policy,
 )
+
+
+class _Compiler:
+    """What the cluster view calls to compile the PlacementPolicy objects it holds."""
+
+    reload = staticmethod(reload_policy)
+    missing = staticmethod(missing_policy)
+
+
+use_policy_compiler(_Compiler())
 
 __all__ = [
     "CompiledPolicy",

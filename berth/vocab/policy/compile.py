@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
+import berth.vocab.policy.model as m
 from berth.cluster.selectors import Selector
 from berth.errors import InvalidPolicy
-from berth.vocab.policy import model as m
 from berth.vocab.policy.cel import CompiledRule, check_rule
 
 

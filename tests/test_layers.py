@@ -1,0 +1,138 @@
+"""The layers of the tree, read from its source: no import circle (imports inside functions and under
+TYPE_CHECKING count), and each layer imports only those below it:
+
+    errors, annotations, json_annotation            (leaves)
+    cluster            the model, the view, the API client
+    engine             decide(), the step contract
+    vocab              the vocabularies' steps, compiled into the engine's terms
+    pipeline           the chain, its names resolved to steps
+    audit, capacity, preemption, rebalance, report, validate, evict
+    extender, operator, cli                         (entry points)
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "berth"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(target: str) -> str | None:
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _imports() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, *([node.module] if node.module else [])])
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                found = _resolve(target)
+                if found and found != name:
+                    graph[name].add(found)
+    return graph
+
+
+IMPORTS = _imports()
+
+
+def _cycles() -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in IMPORTS[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for module in sorted(MODULES):
+        if module not in index:
+            visit(module)
+    return out
+
+
+def test_the_graph_is_read_from_the_tree():
+    # A check that reads nothing passes anything: the edges everyone knows are there.
+    assert "berth.engine.decide" in IMPORTS["berth.pipeline"]
+    assert "berth.cluster.view" in IMPORTS["berth.engine.step"]
+    assert len(MODULES) > 50
+
+
+def test_there_is_no_import_circle():
+    assert _cycles() == []
+
+
+LEAVES = ("berth.errors", "berth.annotations", "berth.json_annotation")
+# What each layer may import besides the package's own __init__ (its version).
+ALLOWED = {
+    "leaves": LEAVES,
+    "berth.cluster": (*LEAVES, "berth.cluster"),
+    "berth.engine": (*LEAVES, "berth.cluster", "berth.engine"),
+    "berth.vocab": (*LEAVES, "berth.cluster", "berth.engine", "berth.vocab"),
+}
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_a_layer_imports_only_the_layers_below_it(layer):
+    members = LEAVES if layer == "leaves" else (layer,)
+    wrong = sorted(
+        (module, target)
+        for module, targets in IMPORTS.items()
+        if _under(module, members)
+        for target in targets
+        if target != "berth" and not _under(target, ALLOWED[layer])
+    )
+    assert wrong == []
