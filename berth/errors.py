@@ -15,7 +15,7 @@ A node that a rule rejects is a `berth.engine.Reason`, never an exception.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 
 class BerthError(Exception):
@@ -39,6 +39,16 @@ class SpecError(BerthError):
         self.field = field
         # Every problem found, not just the first: `berth validate` prints them all.
         self.errors = errors if errors is not None else [message]
+
+    @classmethod
+    def from_problems(cls, problems: list[str], *, field: str | None = None) -> Self:
+        """The error of every problem found, each a line that starts with its field: one problem is
+        the message; more are "N problems: first; second; ...". The field is `field`, else the
+        first problem's."""
+        message = problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems)
+        return cls(
+            message, field=field if field is not None else problems[0].split(":", 1)[0], errors=problems
+        )
 
 
 class InvalidAnnotation(SpecError):

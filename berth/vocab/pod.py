@@ -32,9 +32,8 @@ def compile_pod(pod: Pod, *, config: AllocatorConfig | None = None) -> PodSpec:
     allocator configuration (the pipeline passes it) knows the packages a pod may name."""
     problems, spec = check_annotations(pod.annotations, config=config, limits=pod.limits)
     if problems:
-        message = problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems)
         field_ = problems[0].split(":", 1)[0].removeprefix("annotation ")
-        raise InvalidAnnotation(message, field=field_, errors=problems)
+        raise InvalidAnnotation.from_problems(problems, field=field_)
     return spec
 
 

@@ -291,10 +291,8 @@ def _description_problems(data: Mapping[str, Any]) -> list[str]:
 
 def _raise(problems: list[str], source: str) -> Any:
     prefix = f"{source}: " if source else ""
-    lines = [f"{prefix}{p}" for p in problems]
-    message = lines[0] if len(lines) == 1 else f"{len(lines)} problems: " + "; ".join(lines)
     field_ = problems[0].split(":", 1)[0] if problems else ""
-    raise InvalidConfig(message, field=field_, errors=lines)
+    raise InvalidConfig.from_problems([f"{prefix}{p}" for p in problems], field=field_)
 
 
 def _path(loc: tuple[Any, ...]) -> str:

@@ -418,8 +418,7 @@ def compile_rule(source: str, *, field: str = "spec.policy.rule") -> CompiledRul
     """check_rule(), raising RuleCompileError naming `field` and listing every problem."""
     rule, problems = check_rule(source)
     if rule is None:
-        lines = [f"{field}: {p}" for p in problems]
-        raise RuleCompileError("; ".join(lines), field=field, errors=lines)
+        raise RuleCompileError.from_problems([f"{field}: {p}" for p in problems], field=field)
     return rule
 
 

@@ -519,9 +519,7 @@ def compile_policy(obj: Mapping[str, Any]) -> CompiledPolicy:
 
 
 def _error(policy: CompiledPolicy) -> InvalidPolicy:
-    lines = list(policy.errors)
-    message = lines[0] if len(lines) == 1 else f"{len(lines)} problems: " + "; ".join(lines)
-    return InvalidPolicy(message, field=lines[0].split(":", 1)[0], errors=lines)
+    return InvalidPolicy.from_problems(list(policy.errors))
 
 
 def missing_policy(namespace: str, name: str) -> CompiledPolicy:

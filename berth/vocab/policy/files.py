@@ -41,6 +41,5 @@ def load_policy_files(paths: Iterable[str]) -> list[CompiledPolicy]:
             problems.extend(f"{path}: {what}: {e}" for e in policy.errors)
             field = field or (policy.errors[0].split(":", 1)[0] if policy.errors else "")
     if problems:
-        message = problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems)
-        raise InvalidPolicy(message, field=field, errors=problems)
+        raise InvalidPolicy.from_problems(problems, field=field)
     return policies

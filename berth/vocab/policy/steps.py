@@ -115,10 +115,10 @@ class PlacementPolicyStep(NodeFilter):
             return skip("no PlacementPolicy governs the pod")
         broken = [p for p in policies if not p.missing and not p.ready]
         if broken:
+            if len(broken) == 1:
+                raise broken[0].invalid()
             errors = [e for p in broken for e in p.invalid().errors]
-            first = broken[0].invalid()
-            message = first.message if len(broken) == 1 else f"{len(errors)} problems: " + "; ".join(errors)
-            raise InvalidPolicy(message, field=first.field, errors=errors)
+            raise InvalidPolicy.from_problems(errors, field=broken[0].invalid().field)
         counting = [p for p in policies if p.counts_app]
         if counting and not ctx.pod.labels.get(ann.APP_NAME):
             field_ = f"metadata.labels[{ann.APP_NAME}]"
