@@ -119,6 +119,15 @@ def test_the_policy_webhook_refuses_an_invalid_policy_with_a_400_naming_the_fiel
     validate_policy(body=_policy({"type": "NO_TAG"}))  # a valid one passes
 
 
+def test_the_policy_webhook_refuses_a_rule_whose_result_is_not_a_boolean():
+    # Admitted, it would be Ready and every pod it governs would stay Pending, each node "returned string".
+    with pytest.raises(kopf.AdmissionError) as info:
+        validate_policy(body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname"}))
+    assert info.value.code == 400
+    assert str(info.value) == "spec.policy.rule: must return a boolean, it returns string"
+    validate_policy(body=_policy({"type": "RULE_BASED", "rule": 'ctx.allocation.node.hostname != "a"'}))
+
+
 def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form():
     with pytest.raises(kopf.AdmissionError) as info:
         validate_pod(body=pod("p", affinity={"prefer_with_tag": ["a"], "b": 1}), warnings=[])
