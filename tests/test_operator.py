@@ -137,6 +137,14 @@ def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form(
     assert len(warnings) == 1 and '{"prefer_without_tag": ["web"]}' in warnings[0]
 
 
+def test_the_pod_webhook_warns_on_a_misspelt_annotation_with_the_one_it_likely_meant():
+    warnings: list[str] = []
+    validate_pod(body=pod("p", annotations={"berth.dev/afinity": "{}"}), warnings=warnings)
+    assert warnings == [
+        "annotation berth.dev/afinity is not one berth reads (did you mean berth.dev/affinity?)"
+    ]
+
+
 def test_workloads_are_checked_through_their_pod_template():
     deployment = {
         "apiVersion": "apps/v1",
