@@ -114,22 +114,26 @@ def object_warnings(obj: dict[str, Any], scheduler: str = DEFAULT_SCHEDULER) -> 
     for event in tags.warnings:
         field = f'{prefix}metadata.annotations["{ann.AFFINITY}"]'
         out.append((field, "deprecated-affinity", f"{field}: {event.message}"))
-    kind = obj.get("kind")
-    for path, keys in _outside(obj):
-        for key in keys:
-            field = f'{path}.annotations["{key}"]'
-            out.append(
-                (
-                    field,
-                    "annotation-outside-template",
-                    f"{field}: on the {kind} itself, where berth never reads it: only the pod template's "
-                    f"annotations reach the pods; move it to {prefix}metadata.annotations",
-                )
-            )
+    out += outside_template_warnings(obj)
     if notes or _outside(obj):
         found = _scheduler_warning(obj, scheduler)
         if found is not None:
             out.append(found)
+    return out
+
+
+def outside_template_warnings(obj: dict[str, Any]) -> list[Warning_]:
+    """The berth annotations of a workload that are not on its pod template (the admission webhook
+    gives these too: kubectl prints them)."""
+    out: list[Warning_] = []
+    for path, keys in _outside(obj):
+        for key in keys:
+            field = f'{path}.annotations["{key}"]'
+            message = (
+                f"{field}: on the {obj.get('kind')} itself, where berth never reads it: only the pod "
+                f"template's annotations reach the pods; move it to {template_path(obj)}metadata.annotations"
+            )
+            out.append((field, "annotation-outside-template", message))
     return out
 
 

@@ -145,6 +145,21 @@ def test_the_pod_webhook_warns_on_a_misspelt_annotation_with_the_one_it_likely_m
     ]
 
 
+def test_the_workload_webhook_warns_on_berth_annotations_outside_the_pod_template():
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "x", "annotations": {"berth.dev/tags": '["web"]'}},
+        "spec": {"template": {"spec": {"schedulerName": "berth-scheduler", "containers": []}}},
+    }
+    warnings: list[str] = []
+    validate_pod(body=deployment, warnings=warnings)
+    assert warnings == [
+        'metadata.annotations["berth.dev/tags"]: on the Deployment itself, where berth never reads it: '
+        "only the pod template's annotations reach the pods; move it to spec.template.metadata.annotations"
+    ]
+
+
 def test_workloads_are_checked_through_their_pod_template():
     deployment = {
         "apiVersion": "apps/v1",
