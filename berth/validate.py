@@ -40,7 +40,7 @@ from berth.vocab.policy.model import KIND as POLICY_KIND
 
 CONFIG_KEY = CONFIG_MAP_KEY
 STDIN = "-"
-__all__ = ["DEFAULT_SCHEDULER", "Finding", "Report", "validate_files", "validate_object", "validate_paths"]
+__all__ = ["DEFAULT_SCHEDULER", "Finding", "Report", "validate_object", "validate_paths"]
 
 
 @dataclass(frozen=True)
@@ -242,14 +242,3 @@ def _finding(
     kindless = not obj.get("kind") and not is_policy_tree(obj) and not looks_like_config(obj)
     label = f"document {index + 1}" if kindless else _label(obj)
     return Finding(severity, file, label, field, rule, message, document=index, **_identity(obj))
-
-
-def validate_files(
-    paths: Iterable[str], *, config: AllocatorConfig | None = None, warnings: list[str] | None = None
-) -> tuple[list[str], int]:
-    """Every problem as "file: object: problem", and how many objects were checked; every warning, the
-    same way, into `warnings`."""
-    report = validate_paths(paths, config=config)
-    if warnings is not None:
-        warnings.extend(f.line() for f in report.warnings)
-    return [f.line() for f in report.errors], len(report.checked)
