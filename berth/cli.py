@@ -22,7 +22,7 @@ from berth.errors import BerthError, InvalidPolicy
 from berth.pipeline import build_pipeline
 from berth.rebalance import Limits
 from berth.report import replica_summary, summary_table, table
-from berth.validate import validate_files
+from berth.validate import DEFAULT_SCHEDULER, validate_paths
 from berth.vocab.alloc.config import AllocatorConfig, load_config
 from berth.vocab.policy.files import load_policy_files
 
@@ -530,17 +530,28 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    warnings: list[str] = []
-    problems, checked = validate_files(args.files, config=_allocator_config(args.config), warnings=warnings)
-    for line in warnings:
-        print(f"warning: {line}")
-    for line in problems:
-        print(line)
-    if problems:
-        print(f"{len(problems)} problem(s) in {checked} object(s)", file=sys.stderr)
-        return EXIT_INVALID
-    print(f"ok: {checked} object(s) checked")
-    return 0
+    report = validate_paths(args.files, config=_allocator_config(args.config), scheduler=args.scheduler_name)
+    failed = bool(report.warnings) and args.strict
+    code = EXIT_INVALID if report.errors else (1 if failed else 0)
+    if args.output == "json":
+        print(json.dumps({**report.to_dict(), "exit": code}, indent=2))
+        return code
+    for finding in report.warnings:
+        print(f"warning: {finding.line()}")
+    for finding in report.errors:
+        print(finding.line())
+    checked = len(report.checked)
+    if report.errors:
+        print(f"{len(report.errors)} problem(s) in {checked} object(s)", file=sys.stderr)
+    elif failed:
+        print(
+            f"{len(report.warnings)} warning(s) in {checked} object(s), failing with --strict",
+            file=sys.stderr,
+        )
+    else:
+        warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
+        print(f"ok: {checked} object(s) checked{warned}")
+    return code
 
 
 def add_kubeconfig_args(
@@ -760,12 +771,30 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     val = sub.add_parser(
         "validate",
         help="check berth annotations in manifests without a cluster",
-        description="Check the berth annotations of pods and workloads in manifest files. Prints every "
-        "problem; exit 2 when there is any.",
+        description="Check the berth annotations of pods and workloads, PlacementPolicies and allocator "
+        "configurations in manifest files. Prints every problem and every warning (berth annotations "
+        "that will not apply: misspelt, deprecated, outside the pod template, on pods another scheduler "
+        "places; a file with nothing for berth). Exit 2 when there is any problem, 1 with --strict when "
+        "there is a warning, else 0.",
     )
-    val.add_argument("files", nargs="+", metavar="FILE")
+    val.add_argument("files", nargs="+", metavar="FILE", help="manifest files; - reads standard input")
     val.add_argument(
         "--config", metavar="FILE", help="an allocator configuration whose packages the pods may name"
+    )
+    val.add_argument(
+        "--scheduler-name",
+        default=DEFAULT_SCHEDULER,
+        metavar="NAME",
+        help="the scheduler berth runs as, which pods with berth rules must name "
+        f"(default {DEFAULT_SCHEDULER})",
+    )
+    val.add_argument("--strict", action="store_true", help="fail (exit 1) on warnings too")
+    val.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="json: the objects checked, the errors and the warnings, each with file, object, field and rule",
     )
     val.set_defaults(func=cmd_validate)
     return parser

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from conftest import pod
 
 
@@ -45,11 +46,19 @@ def test_a_policy_becomes_ready_with_its_generation_and_governed_pods(cluster, n
     assert "ONE_PER_HOST" in printed and "True" in printed
 
 
-def test_a_policy_with_an_invalid_rule_is_refused_before_it_is_stored(cluster, namespace):
-    bad = policy("bad", namespace, {"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname =="})
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        pytest.param("ctx.allocation.node.hostname ==", "does not compile", id="a syntax error"),
+        # Stored, it would be Ready and every pod it governs would stay Pending.
+        pytest.param("ctx.allocation.node.hostname", "must return a boolean", id="a string result"),
+    ],
+)
+def test_a_policy_with_an_invalid_rule_is_refused_before_it_is_stored(cluster, namespace, rule, why):
+    bad = policy("bad", namespace, {"type": "RULE_BASED", "rule": rule})
     result = cluster.apply(bad, check=False)
     assert result.returncode != 0
-    assert "spec.policy.rule" in result.stderr
+    assert "spec.policy.rule" in result.stderr and why in result.stderr
     assert cluster.kubectl("get", "ppol", "bad", "-n", namespace, check=False).returncode != 0
 
 

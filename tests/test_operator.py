@@ -119,6 +119,15 @@ def test_the_policy_webhook_refuses_an_invalid_policy_with_a_400_naming_the_fiel
     validate_policy(body=_policy({"type": "NO_TAG"}))  # a valid one passes
 
 
+def test_the_policy_webhook_refuses_a_rule_whose_result_is_not_a_boolean():
+    # Admitted, it would be Ready and every pod it governs would stay Pending, each node "returned string".
+    with pytest.raises(kopf.AdmissionError) as info:
+        validate_policy(body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname"}))
+    assert info.value.code == 400
+    assert str(info.value) == "spec.policy.rule: must return a boolean, it returns string"
+    validate_policy(body=_policy({"type": "RULE_BASED", "rule": 'ctx.allocation.node.hostname != "a"'}))
+
+
 def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form():
     with pytest.raises(kopf.AdmissionError) as info:
         validate_pod(body=pod("p", affinity={"prefer_with_tag": ["a"], "b": 1}), warnings=[])
@@ -126,6 +135,29 @@ def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form(
     warnings: list[str] = []
     validate_pod(body=pod("p", affinity={"web": -3}), warnings=warnings)
     assert len(warnings) == 1 and '{"prefer_without_tag": ["web"]}' in warnings[0]
+
+
+def test_the_pod_webhook_warns_on_a_misspelt_annotation_with_the_one_it_likely_meant():
+    warnings: list[str] = []
+    validate_pod(body=pod("p", annotations={"berth.dev/afinity": "{}"}), warnings=warnings)
+    assert warnings == [
+        "annotation berth.dev/afinity is not one berth reads (did you mean berth.dev/affinity?)"
+    ]
+
+
+def test_the_workload_webhook_warns_on_berth_annotations_outside_the_pod_template():
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "x", "annotations": {"berth.dev/tags": '["web"]'}},
+        "spec": {"template": {"spec": {"schedulerName": "berth-scheduler", "containers": []}}},
+    }
+    warnings: list[str] = []
+    validate_pod(body=deployment, warnings=warnings)
+    assert warnings == [
+        'metadata.annotations["berth.dev/tags"]: on the Deployment itself, where berth never reads it: '
+        "only the pod template's annotations reach the pods; move it to spec.template.metadata.annotations"
+    ]
 
 
 def test_workloads_are_checked_through_their_pod_template():

@@ -121,7 +121,7 @@ def test_the_session_never_counts_the_pod_itself():
             id="a division by zero",
         ),
         pytest.param(
-            'ctx.allocation.node.metadata["zone"]',
+            'ctx["allocation"]["node"]["metadata"]["zone"]',
             "rule returned string, not a boolean",
             id="a dynamic result that is not a boolean",
         ),
@@ -172,6 +172,26 @@ def test_a_rule_error_on_one_node_leaves_the_others_placeable():
         ),
         pytest.param(
             "size(ctx.allocation.node.tags)", "must return a boolean, it returns int", id="an integer rule"
+        ),
+        pytest.param(
+            "ctx.allocation.node.hostname",
+            "must return a boolean, it returns string",
+            id="a context field that is a string",
+        ),
+        pytest.param(
+            'ctx.allocation.node.metadata[?"zone"].orValue("none")',
+            "must return a boolean, it returns string",
+            id="a label read with optional syntax",
+        ),
+        pytest.param(
+            'ctx.pod.labels.tier == "front" ? "yes" : "no"',
+            "must return a boolean, it returns string",
+            id="a conditional over pod labels that yields strings",
+        ),
+        pytest.param(
+            "ctx.session.nodes[?ctx.allocation.node.hostname].orValue(0)",
+            "must return a boolean, it returns int",
+            id="a session count",
         ),
         pytest.param(
             "ctx.allocation.node.tags.all(a, ctx.allocation.node.tags.all(b, "

@@ -193,12 +193,17 @@ def test_validate_prints_every_problem_of_a_policy_with_its_field_path_and_exits
     assert "4 problem(s) in 3 object(s)" in captured.err
 
 
+BERTH = {"schedulerName": "berth-scheduler"}  # without it, validate also warns berth never sees the pod
+
+
 def test_validate_accepts_valid_policies_and_checks_the_placement_policy_annotation_of_pods(tmp_path, capsys):
     good = _write(tmp_path, "good.yaml", placement_policy("ok", {"type": "ONE_PER_HOST"}))
     assert main(["validate", good]) == 0
     assert capsys.readouterr().out == "ok: 1 object(s) checked\n"
 
-    named = _write(tmp_path, "pod.yaml", pod("p", annotations={"berth.dev/placement-policy": "Bad Name"}))
+    named = _write(
+        tmp_path, "pod.yaml", pod("p", annotations={"berth.dev/placement-policy": "Bad Name"}, spec=BERTH)
+    )
     assert main(["validate", named]) == 2
     assert capsys.readouterr().out == (
         f"{named}: Pod default/p: annotation berth.dev/placement-policy: 'Bad Name' is not a valid "

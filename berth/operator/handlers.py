@@ -6,8 +6,10 @@
   view of the policy's namespace built from the operator's own indexes of pods and nodes), refreshed
   by a timer as pods come and go.
 - Admission: pods and workloads with invalid berth annotations are refused with the 400 text, a
-  deprecated weighted affinity is admitted with a warning kubectl prints; PlacementPolicies that do
-  not compile are refused before they are stored.
+  deprecated weighted affinity, a misspelt berth.dev/ annotation and berth annotations on a workload's
+  own metadata (not its pod template) are admitted with a warning kubectl prints; PlacementPolicies
+  that do not compile (a RULE_BASED rule that does not return a boolean among them) are refused before
+  they are stored.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_template
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
+from berth.validate_warnings import outside_template_warnings
 from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy
 
@@ -178,7 +181,8 @@ def check_pod_object(obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     if problems:
         return problems, []
     found, spec = check_annotations(berth_only)
-    return found, [e.message for e in spec.warnings]
+    misplaced = [message for _field, _rule, message in outside_template_warnings(dict(obj))]
+    return found, [e.message for e in spec.warnings] + misplaced
 
 
 def _admit(body: kopf.Body, warnings: list[str]) -> None:

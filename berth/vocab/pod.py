@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -76,6 +77,24 @@ class PodCompiler:
         return spec
 
 
+# Every berth.dev/ annotation berth reads on a pod, and the record it writes there.
+KNOWN_ANNOTATIONS = (*ann.POD_ANNOTATIONS, *ALLOC_ANNOTATIONS, *ann.OPERATIONAL)
+
+
+def closest_annotation(key: str) -> str | None:
+    """The known berth.dev/ annotation a misspelt one most likely meant (`berth.dev/afinity`), if any;
+    the names are compared without the shared prefix, which would make every pair look alike."""
+    names = {k.removeprefix(ann.PREFIX): k for k in KNOWN_ANNOTATIONS}
+    found = difflib.get_close_matches(key.removeprefix(ann.PREFIX), list(names), n=1, cutoff=0.75)
+    return names[found[0]] if found else None
+
+
+def unknown_annotation_message(key: str) -> str:
+    near = closest_annotation(key)
+    hint = f"did you mean {near}?" if near else "a misspelling?"
+    return f"annotation {key} is not one berth reads ({hint})"
+
+
 def check_annotations(
     annotations: dict[str, str],
     *,
@@ -94,13 +113,6 @@ def check_annotations(
         problems.append(f"annotation {ann.PLACEMENT_POLICY}: {problem}")
     warnings = list(tags.warnings)
     for key in annotations:
-        known = key in ann.POD_ANNOTATIONS or key in ALLOC_ANNOTATIONS or key in ann.OPERATIONAL
-        if key.startswith(ann.PREFIX) and not known:
-            warnings.append(
-                Event(
-                    "Warning",
-                    "UnknownAnnotation",
-                    f"annotation {key} is not one berth reads (a misspelling?)",
-                )
-            )
+        if key.startswith(ann.PREFIX) and key not in KNOWN_ANNOTATIONS:
+            warnings.append(Event("Warning", "UnknownAnnotation", unknown_annotation_message(key)))
     return problems, PodSpec(tags=tags, warnings=tuple(warnings), alloc=alloc)

@@ -20,7 +20,10 @@ Limits, checked when the rule compiles (a breach is a 400 naming `spec.policy.ru
   compiles into at most MAX_REGEX_PROGRAM instructions (a pattern built at evaluation time could not
   be checked);
 - `ctx` paths name only the fields above (a misspelt field is an error now, not a rejected node later);
-- the result type is a boolean (or dynamic, checked at evaluation).
+- the result type is a boolean. `ctx` is a map of dynamic values to CEL, so the rule is checked a
+  second time with each `ctx` path it reads declared at its own type (CONTEXT_TYPES): a rule whose
+  result is then known not to be a boolean (`ctx.allocation.node.hostname`) is refused; one whose type
+  stays dynamic (`ctx` read whole or by index) is checked at evaluation.
 At evaluation cel-expr-python stops any rule after ITERATION_BUDGET comprehension iterations in total.
 
 A rule that errors at evaluation, runs out of budget or returns a non-boolean rejects the node with the
@@ -70,6 +73,30 @@ CONTEXT: dict[str, Any] = {
 
 
 @functools.cache
+def _context_types() -> dict[tuple[str, ...], Any]:
+    """The CEL type of every `ctx` path (what node_context, pod_context and session_context build);
+    a path missing here is a map of dynamic values."""
+    t = _cel().Type
+    labels = t.Map(t.STRING, t.STRING)
+    return {
+        ("allocation", "node", "executorId"): t.STRING,
+        ("allocation", "node", "hostname"): t.STRING,
+        ("allocation", "node", "tags"): t.List(t.STRING),
+        ("allocation", "node", "metadata"): labels,
+        ("pod", "name"): t.STRING,
+        ("pod", "namespace"): t.STRING,
+        ("pod", "labels"): labels,
+        ("pod", "annotations"): labels,
+        ("pod", "app"): labels,
+        ("pod", "app", "name"): t.STRING,
+        ("pod", "app", "version"): t.STRING,
+        ("pod", "requests"): t.Map(t.STRING, t.INT),
+        ("session", "nodes"): t.Map(t.STRING, t.INT),
+        ("session", "count"): t.INT,
+    }
+
+
+@functools.cache
 def _cel() -> Any:
     from cel_expr_python import cel
 
@@ -79,12 +106,15 @@ def _cel() -> Any:
 @functools.cache
 def _env() -> Any:
     cel = _cel()
+    return cel.NewEnv(
+        variables={"ctx": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}, extensions=_extensions()
+    )
+
+
+def _extensions() -> list[Any]:
     from cel_expr_python.ext import ext_optional, ext_strings
 
-    return cel.NewEnv(
-        variables={"ctx": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()],
-    )
+    return [ext_strings.ExtStrings(), ext_optional.ExtOptional()]
 
 
 class Verdict(NamedTuple):
@@ -378,6 +408,43 @@ def _by_host(toks: list[Token], i: int) -> bool:
 _LOOSER = ("(", "&&", "||", "?", ":", ",", "{")
 
 
+def _typed_return(source: str) -> Any:
+    """The rule's result type with each `ctx.a.b` path it reads replaced by a variable of that path's
+    type; DYN when that does not compile (a type mismatch the dynamic `ctx` lets through, or a path
+    inside has(), which needs a field selection): the rule is then checked at evaluation."""
+    cel = _cel()
+    types = _context_types()
+    variables: dict[str, Any] = {"ctx": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}
+    spans = [(m.lastgroup or "punct", m.group(), m.span()) for m in _TOKEN.finditer(source)]
+    toks = [(k, text, span) for k, text, span in spans if k != "space"]
+    out, last = [], 0
+    for i, (kind, text, (start, _end)) in enumerate(toks):
+        before = [t[1] for t in toks[max(0, i - 2) : i]]
+        if kind != "ident" or text != "ctx" or before[-1:] == ["."] or before == ["has", "("]:
+            continue
+        path: tuple[str, ...] = ()
+        shape: Any = CONTEXT
+        j = i + 1
+        while isinstance(shape, dict) and j + 1 < len(toks) and toks[j][1] == "." and toks[j + 1][1] in shape:
+            path += (toks[j + 1][1],)
+            shape = shape[path[-1]]
+            j += 2
+        if not path:
+            continue
+        name = "berth_typed_" + "_".join(path)
+        variables[name] = types.get(path, cel.Type.Map(cel.Type.STRING, cel.Type.DYN))
+        out += [source[last:start], name]
+        last = toks[j - 1][2][1]
+    if not out:
+        return cel.Type.DYN
+    out.append(source[last:])
+    env = cel.NewEnv(variables=variables, extensions=_extensions())
+    try:
+        return env.compile("".join(out)).return_type()
+    except (RuntimeError, ValueError):
+        return cel.Type.DYN
+
+
 def check_rule(source: str) -> tuple[CompiledRule | None, list[str]]:
     """The compiled rule, or None and every problem (without the field path)."""
     if len(source) > MAX_EXPRESSION_CHARS:
@@ -397,6 +464,8 @@ def check_rule(source: str) -> tuple[CompiledRule | None, list[str]]:
     _check_nesting(toks, analysis)
     _check_patterns(toks, analysis)
     returns = expression.return_type()
+    if returns == cel.Type.DYN:
+        returns = _typed_return(source)
     if returns != cel.Type.BOOL and returns != cel.Type.DYN:
         analysis.problems.append(f"must return a boolean, it returns {returns.name().lower()}")
     if analysis.problems:
