@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,10 +16,11 @@ import msgspec
 from berth import __version__
 from berth.cluster.convert import pod_from_k8s, pod_template, replica_owner, replica_pods, replicas_of
 from berth.cluster.model import Pod
-from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
+from berth.cluster.snapshot import Snapshot, check_cluster, load_snapshot
 from berth.engine.decide import decide
 from berth.engine.types import Decision
-from berth.errors import BerthError, InvalidPolicy
+from berth.errors import BerthError, InvalidPolicy, SnapshotError
+from berth.inputs import STDIN, label, read_documents
 from berth.pipeline import build_pipeline
 from berth.report import replica_summary, summary_table, table
 from berth.validate import validate_files
@@ -41,10 +43,18 @@ def _pods_in(path: str, namespace: str | None = None, default: str = "default") 
     """The pods of a file; those without a namespace are in `namespace` (-n, which the file must agree
     with, as for `kubectl apply -n`), else in `default`."""
     objects = [_in_namespace(obj, namespace, default, path) for obj in read_documents(path)]
-    pods = [p for p in (pod_template(obj) for obj in objects) if p is not None]
+    pods = [p for p in (_template(obj, path) for obj in objects) if p is not None]
     if not pods:
-        raise BerthError(f"{path}: no Pod or workload with a pod template found")
+        raise BerthError(f"{label(path)}: no Pod or workload with a pod template found")
     return pods
+
+
+def _template(obj: dict[str, Any], path: str) -> dict[str, Any] | None:
+    try:
+        return pod_template(obj)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        what = obj.get("kind") or "object"
+        raise BerthError(f"{label(path)}: {what}: a field of the wrong type ({exc})") from exc
 
 
 def _replicas_in(
@@ -64,7 +74,7 @@ def _replicas_in(
     pods: list[dict[str, Any]] = []
     expanded = replicas is not None
     for obj in (_in_namespace(o, namespace, default, path) for o in read_documents(path)):
-        if pod_template(obj) is None:
+        if _template(obj, path) is None:
             continue
         count = replicas if replicas is not None else replicas_of(obj)
         if count is None or (count == 1 and replicas is None):
@@ -76,11 +86,12 @@ def _replicas_in(
             if owner is not None and owners is not None:
                 owners.append(owner)
     if not pods and not expanded:
-        raise BerthError(f"{path}: no Pod or workload with a pod template found")
+        raise BerthError(f"{label(path)}: no Pod or workload with a pod template found")
     return pods, expanded
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    _one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
     try:
         policies = load_policy_files(args.policy) if args.policy else None
     except InvalidPolicy as exc:
@@ -98,7 +109,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for owner in owners:  # the replicas' controller, for kube's default spreading over them
         snapshot.view.upsert_workload(owner)
     for i, raw in enumerate(raws):
-        pod = pod_from_k8s(raw)
+        pod = _pod_of(raw, args.pod)
         if expanded:
             # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod does:
             # the old one is no neighbour of it or of the replicas after it.
@@ -127,10 +138,29 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return _exit_code(decisions)
 
 
+def _pod_of(raw: dict[str, Any], path: str) -> Pod:
+    """The pod of a manifest, or an error naming the file and the object."""
+    try:
+        return pod_from_k8s(raw)
+    except SnapshotError as exc:
+        raise BerthError(f"{label(path)}: {exc.message}") from exc
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        meta = raw.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        what = f"Pod {name or '<unnamed>'}"
+        raise BerthError(f"{label(path)}: {what}: a field of the wrong type ({exc})") from exc
+
+
+def _one_stdin(*paths: str | None) -> None:
+    if sum(1 for p in paths if p == STDIN) > 1:
+        raise BerthError("only one input can be read from standard input (-)")
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from berth.audit import audit
     from berth.report import audit_table
 
+    _one_stdin(args.cluster, *(args.policy or ()), args.config)
     try:
         policies = _what_if_policies(args.policy or [])
     except InvalidPolicy as exc:
@@ -159,8 +189,8 @@ def _what_if_policies(paths: Sequence[str]) -> list[dict[str, Any]]:
         for obj in read_documents(path):
             if obj.get("kind") != "PlacementPolicy":
                 raise InvalidPolicy(
-                    f"{path}: a {obj.get('kind') or 'bare policy tree'} is not a PlacementPolicy object: "
-                    "the what-if applies PlacementPolicy objects (metadata.namespace, spec.selector)",
+                    f"{label(path)}: a {obj.get('kind') or 'bare policy tree'} is not a PlacementPolicy "
+                    "object: the what-if applies PlacementPolicy objects (metadata.namespace, spec.selector)",
                     field="policy",
                 )
             objects.append(obj)
@@ -274,6 +304,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     from berth.capacity import capacity
     from berth.report import capacity_table
 
+    _one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
     policies = load_policy_files(args.policy) if args.policy else None  # InvalidPolicy: main says it
     if args.max < 1:
         raise BerthError(f"--max should be at least 1, found {args.max}")
@@ -287,7 +318,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         view = snapshot.view if not reports else _source_snapshot(args).view
         if policies is not None:
             view.override_policies(policies)
-        reports.append(capacity(pod_from_k8s(raw), view, pipeline, limit=args.max))
+        reports.append(capacity(_pod_of(raw, args.pod), view, pipeline, limit=args.max))
     if args.output == "json":
         body: Any = reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
         print(json.dumps(body, indent=2))
@@ -313,7 +344,9 @@ def _source_snapshot(args: argparse.Namespace) -> Snapshot:
         return load_live_snapshot(args.kubeconfig, args.context)
     if args.kubeconfig or args.context:
         raise BerthError("--kubeconfig and --context go with --live")
-    return load_snapshot(args.cluster)
+    snapshot = load_snapshot(args.cluster)
+    check_cluster(snapshot)
+    return snapshot
 
 
 def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path: str) -> dict[str, Any]:
@@ -322,7 +355,7 @@ def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path
         return obj  # the pod's own checks name what is wrong with it
     if namespace and meta.get("namespace") and meta["namespace"] != namespace:
         raise BerthError(
-            f"{path}: {obj.get('kind', 'object')} {meta.get('name', '')} is in namespace "
+            f"{label(path)}: {obj.get('kind', 'object')} {meta.get('name', '')} is in namespace "
             f"{meta['namespace']}, not {namespace} (as kubectl: the file and -n must agree)"
         )
     return {**obj, "metadata": {**meta, "namespace": meta.get("namespace") or namespace or default}}
@@ -444,7 +477,9 @@ def _add_cluster_source(parser: argparse.ArgumentParser, *, namespace: bool = Tr
     """--cluster FILE or --live [--kubeconfig FILE --context NAME]: where the offline commands read the
     cluster."""
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
+    source.add_argument(
+        "--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml (- reads stdin)"
+    )
     source.add_argument(
         "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
     )
@@ -466,7 +501,12 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "take them, and the table ends with a summary.",
     )
     _add_cluster_source(sim)
-    sim.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
+    sim.add_argument(
+        "--pod",
+        required=True,
+        metavar="FILE",
+        help="a Pod, or a workload with a pod template (- reads stdin)",
+    )
     sim.add_argument(
         "--replicas",
         type=int,
@@ -654,8 +694,26 @@ def main(argv: Sequence[str] | None = None, prog: str = "berth") -> int:
     except BerthError as exc:
         lines = getattr(exc, "errors", None) or [exc.message]
         for line in lines if len(lines) > 1 else [exc.message]:
-            print(f"berth: {line}", file=sys.stderr)
+            print(f"berth: {_one_line(line)}", file=sys.stderr)
         return EXIT_INVALID
+    except (AttributeError, TypeError, ValueError, KeyError, RecursionError) as exc:
+        if args.command in LONG_RUNNING or os.environ.get(TRACEBACK_ENV):
+            raise
+        # An object of an input with a field of an unexpected type that no check named: one line, as
+        # for any bad input; BERTH_TRACEBACK=1 shows where it was found.
+        print(
+            f"berth: {args.command}: cannot use the input: {type(exc).__name__}: {_one_line(str(exc))} "
+            f"({TRACEBACK_ENV}=1 shows where)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+
+
+TRACEBACK_ENV = "BERTH_TRACEBACK"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) if "\n" in text else text
 
 
 if __name__ == "__main__":
