@@ -157,9 +157,10 @@ def _one_stdin(*paths: str | None) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from berth.audit import audit
+    from berth.audit import FINDING_KINDS, audit, governed_pods
     from berth.report import audit_table
 
+    fail_on = _fail_on(args.fail_on, FINDING_KINDS)
     _one_stdin(args.cluster, *(args.policy or ()), args.config)
     try:
         policies = _what_if_policies(args.policy or [])
@@ -169,20 +170,55 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     config = _allocator_config(args.config)
     snapshot = _source_snapshot(args)
-    for obj in policies:
+    namespaces = tuple(args.namespace or ())
+    warnings: list[str] = []
+    applied = []
+    for path, obj in policies:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if not meta.get("namespace"):
+            # As `kubectl apply -f` would: in the namespace asked for (one -n), else the context's.
+            where = namespaces[0] if len(namespaces) == 1 else snapshot.namespace
+            obj = {**obj, "metadata": {**meta, "namespace": where}}
+            warnings.append(
+                f"{label(path)}: PlacementPolicy {meta.get('name') or '<unnamed>'} has no namespace: "
+                f"applied in namespace {where}"
+            )
         # As `kubectl apply` would: added to its namespace, or in place of the policy of that name.
-        snapshot.view.upsert_policy(obj)
-    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=args.namespace or ())
+        applied.append((path, snapshot.view.upsert_policy(obj)))
+    for path, policy in applied:
+        if not any(True for _ in governed_pods(snapshot.view, policy)):
+            warnings.append(
+                f"{label(path)}: PlacementPolicy {policy.namespace}/{policy.name} governs no running pod "
+                f"in namespace {policy.namespace}: the what-if changes nothing there"
+            )
+    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=namespaces)
+    report.warnings.extend(warnings)
     if args.output == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(audit_table(report))
-    return EXIT_PLACED if report.clean else EXIT_NO_FIT
+    return EXIT_NO_FIT if report.fails(fail_on) else EXIT_PLACED
 
 
-def _what_if_policies(paths: Sequence[str]) -> list[dict[str, Any]]:
-    """The PlacementPolicy objects of the files, checked; a bare policy tree has no namespace or
-    selector to apply it with, so it is refused here."""
+def _fail_on(value: str, kinds: Sequence[str]) -> frozenset[str]:
+    """--fail-on: a comma list of kinds of finding, `all` or `none`."""
+    if value == "all":
+        return frozenset(kinds)
+    if value == "none":
+        return frozenset()
+    wanted = frozenset(v.strip() for v in value.split(",") if v.strip())
+    unknown = sorted(wanted - set(kinds))
+    if unknown or not wanted:
+        raise BerthError(
+            f"--fail-on: unknown kind {(unknown or [value])[0]!r}; give all, none, or a comma list of "
+            + ", ".join(kinds)
+        )
+    return wanted
+
+
+def _what_if_policies(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The PlacementPolicy objects of the files with their file, checked; a bare policy tree has no
+    namespace or selector to apply it with, so it is refused here."""
     load_policy_files(paths)  # every problem of every invalid policy, or nothing
     objects = []
     for path in paths:
@@ -193,7 +229,7 @@ def _what_if_policies(paths: Sequence[str]) -> list[dict[str, Any]]:
                     "object: the what-if applies PlacementPolicy objects (metadata.namespace, spec.selector)",
                     field="policy",
                 )
-            objects.append(obj)
+            objects.append((path, obj))
     return objects
 
 
@@ -570,7 +606,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "hard rules its node breaks, pods no node would take at their next reschedule, deprecated "
         "weighted affinity, invalid specifications. With --policy and --config, as if those policies or "
         "that allocator configuration were in force. Reads the cluster, changes nothing. Exit 0 when "
-        "clean, 1 when anything is found, 2 for bad input.",
+        "clean, 1 when anything --fail-on names is found, 2 for bad input.",
     )
     _add_cluster_source(aud, namespace=False)  # audit's -n takes several namespaces
     aud.add_argument(
@@ -583,6 +619,13 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     aud.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the what-if of another one")
     aud.add_argument(
         "-n", "--namespace", action="append", metavar="NAME", help="audit only this namespace (repeatable)"
+    )
+    aud.add_argument(
+        "--fail-on",
+        default="all",
+        metavar="KINDS",
+        help="the kinds of finding that exit 1: a comma list of violation, refused, deprecated, invalid; "
+        "all (default) or none (always exit 0 unless the input is bad)",
     )
     aud.add_argument("--output", choices=("table", "json"), default="table")
     aud.set_defaults(func=cmd_audit)

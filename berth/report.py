@@ -143,28 +143,66 @@ def capacity_table(report: Capacity) -> str:
     return "\n".join(lines)
 
 
-def audit_table(report: AuditReport) -> str:
-    """`berth audit` for people: one section per kind of finding, violations grouped by rule."""
+def aligned(header: list[str], rows: list[list[str]], *, headers: bool = True) -> list[str]:
+    """Rows in columns as wide as their widest cell (the header's too, shown or not); the last
+    column is not padded."""
+    every = [header, *rows]
+    widths = [max(len(r[i]) for r in every) for i in range(len(header) - 1)]
+    return [
+        "  ".join([*(c.ljust(widths[i]) for i, c in enumerate(r[:-1])), r[-1]]).rstrip()
+        for r in (every if headers else rows)
+    ]
+
+
+def audit_table(report: AuditReport, *, wide: bool = False, headers: bool = True) -> str:
+    """`berth audit` for people: one section per kind of finding, violations grouped by rule, each
+    with the pods it collides with; wide: one row per finding. The warnings come first, then the
+    findings or "clean"."""
+    lines = [f"warning: {w}" for w in report.warnings]
+    if wide:
+        return "\n".join(lines + _audit_rows(report, headers=headers))
     if report.clean:
-        return f"clean: {report.checked} pod(s) checked, nothing found"
-    lines = [f"{report.findings()} finding(s) in {report.checked} pod(s) checked"]
+        return "\n".join([*lines, f"clean: {report.checked} pod(s) checked, nothing found"])
+    if headers:
+        lines.append(f"{report.findings()} finding(s) in {report.checked} pod(s) checked")
+
+    def section(title: str) -> None:
+        if headers:
+            lines.extend(["", title])
+
     if report.violations:
-        lines += ["", f"VIOLATIONS: the node the pod is on breaks a hard rule ({len(report.violations)})"]
+        section(f"VIOLATIONS: the node the pod is on breaks a hard rule ({len(report.violations)})")
         for rule, found in report.by_rule().items():
-            lines.append(f"  {rule} ({len(found)})")
-            lines += [f"    {v.pod} on {v.node}: {v.reason}" for v in found]
+            if headers:
+                lines.append(f"  {rule} ({len(found)})")
+            lines += [f"    {v.pod} on {v.node}: {v.reason}{_collides(v.collides_with)}" for v in found]
     if report.refused:
-        lines += ["", f"REFUSED ON RESCHEDULE: no node satisfies the pod now ({len(report.refused)})"]
+        section(f"REFUSED ON RESCHEDULE: no node satisfies the pod now ({len(report.refused)})")
         for r in report.refused:
             rules = ", ".join(r.rules) or "the chain"
             lines.append(f"  {r.pod} on {r.node}, refused by {rules}: {r.message}")
     if report.deprecated:
-        lines += ["", f"DEPRECATED: weighted affinity ({len(report.deprecated)})"]
+        section(f"DEPRECATED: weighted affinity ({len(report.deprecated)})")
         lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.deprecated]
     if report.invalid:
-        lines += ["", f"INVALID: the specification is refused ({len(report.invalid)})"]
+        section(f"INVALID: the specification is refused ({len(report.invalid)})")
         lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.invalid]
     return "\n".join(lines)
+
+
+def _collides(pods: Sequence[str]) -> str:
+    return f" (collides with {', '.join(pods)})" if pods else ""
+
+
+def _audit_rows(report: AuditReport, *, headers: bool) -> list[str]:
+    rows = [
+        ["violation", v.pod, v.node, v.rule, ",".join(v.collides_with) or "-", v.reason]
+        for v in sorted(report.violations, key=lambda v: (v.pod, v.rule))
+    ]
+    rows += [["refused", r.pod, r.node, ",".join(r.rules) or "-", "-", r.message] for r in report.refused]
+    rows += [["deprecated", n.pod, n.node, "-", "-", n.message] for n in report.deprecated]
+    rows += [["invalid", n.pod, n.node, "-", "-", n.message] for n in report.invalid]
+    return aligned(["KIND", "POD", "NODE", "RULE", "COLLIDES WITH", "REASON"], rows, headers=headers)
 
 
 @dataclass(frozen=True, slots=True)
