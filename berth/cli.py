@@ -21,6 +21,7 @@ from berth.engine.decide import decide
 from berth.engine.types import Decision
 from berth.errors import BerthError, InvalidPolicy, SnapshotError
 from berth.inputs import STDIN, label, read_documents
+from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
 from berth.report import replica_summary, summary_table, table
 from berth.validate import validate_files
@@ -98,11 +99,45 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for line in exc.errors:
             print(f"berth: {line}", file=sys.stderr)
         return EXIT_INVALID
-    snapshot = _source_snapshot(args)
+    config = _allocator_config(args.config)
+    decisions, expanded = _simulate(args, _source_snapshot(args), policies, config, args.seed)
+    summary = replica_summary(decisions) if expanded else None
+
+    def body() -> Any:
+        if len(decisions) == 1 and summary is None:
+            return decisions[0].to_dict(detail=args.detail)
+        out: dict[str, Any] = {"decisions": [d.to_dict(detail=args.detail) for d in decisions]}
+        if summary is not None:
+            out["summary"] = summary.to_dict()
+        return out
+
+    def people(wide: bool, headers: bool) -> str:
+        parts = [table(d, detail=args.detail or wide, headers=headers) for d in decisions]
+        if summary is not None:
+            parts.append(summary_table(summary))
+        return "\n\n".join(parts)
+
+    emit(
+        render(
+            args, body=body, table=people, names=lambda: [f"node/{d.chosen}" for d in decisions if d.chosen]
+        )
+    )
+    return _exit_code(decisions)
+
+
+def _simulate(
+    args: argparse.Namespace,
+    snapshot: Snapshot,
+    policies: list[Any] | None,
+    config: AllocatorConfig | None,
+    seed: int | None,
+) -> tuple[list[Decision], bool]:
+    """The pods of --pod placed in order on the snapshot, each seeing the ones before; and whether a
+    workload was expanded into replicas."""
     if policies is not None:
         # Like Drove's simulate-placement --placement-policy: these govern every simulated pod.
         snapshot.view.override_policies(policies)
-    pipeline = build_pipeline(_allocator_config(args.config), offline=True)
+    pipeline = build_pipeline(config, offline=True)
     decisions = []
     owners: list[dict[str, Any]] = []
     raws, expanded = _replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace, owners)
@@ -114,28 +149,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod does:
             # the old one is no neighbour of it or of the replicas after it.
             snapshot.view.remove_pod(pod.key)
-        seed = None if args.seed is None else args.seed + i
-        decision = decide(pod, snapshot.view, pipeline, seed=seed)
+        decision = decide(pod, snapshot.view, pipeline, seed=None if seed is None else seed + i)
         decisions.append(decision)
         if decision.chosen:
             # Later pods in the same file see this one where it was placed (a burst).
             snapshot.view.add_pod(_placed(pod, decision.chosen))
-    summary = replica_summary(decisions) if expanded else None
-    if args.output == "json":
-        body: Any = (
-            decisions[0].to_dict(detail=args.detail)
-            if len(decisions) == 1 and summary is None
-            else {"decisions": [d.to_dict(detail=args.detail) for d in decisions]}
-        )
-        if summary is not None:
-            body["summary"] = summary.to_dict()
-        print(json.dumps(body, indent=2))
-    else:
-        parts = [table(d, detail=args.detail) for d in decisions]
-        if summary is not None:
-            parts.append(summary_table(summary))
-        print("\n\n".join(parts))
-    return _exit_code(decisions)
+    return decisions, expanded
 
 
 def _pod_of(raw: dict[str, Any], path: str) -> Pod:
@@ -170,7 +189,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     config = _allocator_config(args.config)
     snapshot = _source_snapshot(args)
-    namespaces = tuple(args.namespace or ())
+    namespaces = () if args.all_namespaces else tuple(args.namespace or ())
     warnings: list[str] = []
     applied = []
     for path, obj in policies:
@@ -193,10 +212,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
             )
     report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=namespaces)
     report.warnings.extend(warnings)
-    if args.output == "json":
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(audit_table(report))
+    emit(
+        render(
+            args,
+            body=report.to_dict,
+            table=lambda wide, headers: audit_table(report, wide=wide, headers=headers),
+            names=lambda: [f"pod/{key.partition('/')[2]}" for key in report.pods_found()],
+        )
+    )
     return EXIT_NO_FIT if report.fails(fail_on) else EXIT_PLACED
 
 
@@ -237,10 +260,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from berth.extender.placer import seed_for
 
     snapshot = _source_snapshot(args)
-    key = args.pod if "/" in args.pod else f"{args.namespace or snapshot.namespace}/{args.pod}"
-    pod = snapshot.view.pod(key)
-    if pod is None:
-        raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
+    pod = _find_pod(snapshot, args.pod, args.namespace, args.all_namespaces)
+    key = pod.key
     record = _record(pod)
     if args.seed is not None:
         seed = args.seed
@@ -258,7 +279,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         answer = decision.error.message if decision.error else f"would place it on {decision.chosen}"
         summary = f"{key} {where}; berth, asked now: {answer}"
     differs = _replay_differs(record, decision, build_pipeline(config, offline=False).digest)
-    if args.output == "json":
+
+    def body() -> dict[str, Any]:
         out: dict[str, Any] = {
             "pod": key,
             "node": pod.node_name or None,
@@ -267,19 +289,48 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if record:
             out["record"] = record
             out["replayDiffers"] = differs
-        print(json.dumps(out, indent=2))
-    else:
-        print(summary)
+        return out
+
+    def people(wide: bool, headers: bool) -> str:
+        lines = [summary]
         if record:
-            print(f"recorded at binding: {_record_line(record)}")
-            print(
+            lines.append(f"recorded at binding: {_record_line(record)}")
+            lines.append(
                 "the replay now differs: " + "; ".join(differs)
                 if differs
                 else "the replay agrees with the record"
             )
-        print()
-        print(table(decision, detail=True))
+        return "\n".join([*lines, "", table(decision, detail=True, headers=headers)])
+
+    emit(
+        render(
+            args,
+            body=body,
+            table=people,
+            names=lambda: [f"node/{decision.chosen}"] if decision.chosen else [],
+        )
+    )
     return _exit_code([decision])
+
+
+def _find_pod(snapshot: Snapshot, name: str, namespace: str | None, everywhere: bool) -> Pod:
+    """NAMESPACE/NAME, or NAME in -n's namespace (the context's by default), or with -A in whichever
+    namespace has a pod of that name (refused when several do)."""
+    if "/" in name:
+        key = name
+    elif everywhere:
+        found = sorted(p.key for p in snapshot.view.pods() if p.name == name)
+        if len(found) > 1:
+            raise BerthError(
+                f"pods named {name} in {len(found)} namespaces ({', '.join(found)}): give NAMESPACE/NAME"
+            )
+        key = found[0] if found else f"<any namespace>/{name}"
+    else:
+        key = f"{namespace or snapshot.namespace}/{name}"
+    pod = snapshot.view.pod(key)
+    if pod is None:
+        raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
+    return pod
 
 
 def _record(pod: Pod) -> dict[str, Any]:
@@ -355,11 +406,18 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         if policies is not None:
             view.override_policies(policies)
         reports.append(capacity(_pod_of(raw, args.pod), view, pipeline, limit=args.max))
-    if args.output == "json":
-        body: Any = reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
-        print(json.dumps(body, indent=2))
-    else:
-        print("\n\n".join(capacity_table(r) for r in reports))
+    emit(
+        render(
+            args,
+            body=lambda: (
+                reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
+            ),
+            table=lambda wide, headers: "\n\n".join(
+                capacity_table(r, wide=wide, headers=headers) for r in reports
+            ),
+            names=lambda: list(dict.fromkeys(f"node/{n.name}" for r in reports for n in r.nodes if n.fits)),
+        )
+    )
     return EXIT_INVALID if any(r.invalid for r in reports) else 0
 
 
@@ -486,6 +544,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_version(args: argparse.Namespace) -> int:
+    from berth.version import version_info
+
+    info = version_info()
+    emit(
+        render(
+            args,
+            body=lambda: info,
+            table=lambda wide, headers: f"berth {info['version']} (commit {info['commit']})",
+            names=lambda: [],
+        )
+    )
+    return 0
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+def cmd_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import shtab
+
+    print(shtab.complete(parser, shell=args.shell), end="")
+    return 0
+
+
 def add_kubeconfig_args(
     parser: argparse.ArgumentParser, *, namespace: bool = False, live: bool = False
 ) -> None:
@@ -509,7 +592,9 @@ def add_kubeconfig_args(
         )
 
 
-def _add_cluster_source(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+def _add_cluster_source(
+    parser: argparse.ArgumentParser, *, namespace: bool = True, all_namespaces: bool = False
+) -> None:
     """--cluster FILE or --live [--kubeconfig FILE --context NAME]: where the offline commands read the
     cluster."""
     source = parser.add_mutually_exclusive_group(required=True)
@@ -520,12 +605,53 @@ def _add_cluster_source(parser: argparse.ArgumentParser, *, namespace: bool = Tr
         "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
     )
     add_kubeconfig_args(parser, namespace=namespace, live=True)
+    if all_namespaces:
+        parser.add_argument(
+            "-A", "--all-namespaces", action="store_true", help="find NAME in whichever namespace has it"
+        )
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Descriptions wrapped as usual; the examples epilog as written, one command a line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is its own error, shown with its own usage
+    (argparse would pass it up to `berth`, whose usage says nothing of the subcommand's options)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def _examples(prog: str, *commands: str) -> str:
+    return "examples:\n" + "\n".join(
+        f"  {c}" if c.startswith("kubectl ") else f"  {prog} {c}" for c in commands
+    )
 
 
 def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Placement policies for Kubernetes.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Placement policies for Kubernetes.",
+        epilog=_examples(prog, "version", "completion bash > /etc/bash_completion.d/berth"),
+        formatter_class=_Formatter,
+    )
     parser.add_argument("--version", action="version", version=f"berth {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     sim = sub.add_parser(
         "simulate",
@@ -535,6 +661,12 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "pods in the pod file are placed in order, each seeing the ones before; a Deployment, ReplicaSet "
         "or StatefulSet places its replicas (a Job its parallelism) that way, as kube-scheduler would "
         "take them, and the table ends with a summary.",
+        epilog=_examples(
+            prog,
+            "simulate --cluster cluster.yaml --pod web.yaml",
+            "simulate --live -n shop --pod web.yaml -o wide",
+            "kubectl get nodes,pods -A -o yaml | berth simulate --cluster - --pod web.yaml",
+        ),
     )
     _add_cluster_source(sim)
     sim.add_argument(
@@ -550,7 +682,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="place N pods of each object (default: a workload's spec.replicas, a Job's parallelism)",
     )
     sim.add_argument("--seed", type=int, help="make every random choice reproducible")
-    sim.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(sim, wide_help="the table with --detail", name_help="node/NAME of each placed pod")
     sim.add_argument("--detail", action="store_true", help="show the chain and what each step did")
     sim.add_argument(
         "--policy",
@@ -568,9 +700,19 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Count how many more pods shaped like the given pod fit by placing them one after "
         "another, as simulate would, until one is refused: N more fit means simulate places N and refuses "
         "the next. Per node: how many went there, and why it refused the next one. Changes nothing.",
+        epilog=_examples(
+            prog,
+            "capacity --cluster cluster.yaml --pod app-1.yaml",
+            "capacity --live -n shop --pod app-1.yaml --max 500 -o json",
+        ),
     )
     _add_cluster_source(cap)
-    cap.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
+    cap.add_argument(
+        "--pod",
+        required=True,
+        metavar="FILE",
+        help="a Pod, or a workload with a pod template (- reads stdin)",
+    )
     cap.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     cap.add_argument(
         "--policy",
@@ -581,7 +723,11 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     cap.add_argument(
         "--max", type=int, default=10_000, metavar="N", help="stop counting at N pods (default 10000)"
     )
-    cap.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(
+        cap,
+        wide_help="and the decision that refuses the next pod",
+        name_help="node/NAME of each node that fits one",
+    )
     cap.set_defaults(func=cmd_capacity)
 
     exp = sub.add_parser(
@@ -590,12 +736,18 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Replay the decision for a pod that is in the cluster, as the cluster is now, with the "
         "pod's own seed (the one the extender used), and show every step. The pod is never its own "
         "neighbour. Exit codes as for simulate.",
+        epilog=_examples(
+            prog,
+            "explain shop/web-1 --live",
+            "explain web-1 -A --live -o json",
+            "explain web-1 -n shop --cluster c.yaml",
+        ),
     )
-    exp.add_argument("pod", metavar="NAMESPACE/NAME")
-    _add_cluster_source(exp)
+    exp.add_argument("pod", metavar="[NAMESPACE/]NAME")
+    _add_cluster_source(exp, all_namespaces=True)
     exp.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     exp.add_argument("--seed", type=int, help="another seed than the pod's own")
-    exp.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(exp, wide_help="the same as table", name_help="node/NAME berth chooses now")
     exp.set_defaults(func=cmd_explain)
 
     aud = sub.add_parser(
@@ -607,6 +759,12 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "weighted affinity, invalid specifications. With --policy and --config, as if those policies or "
         "that allocator configuration were in force. Reads the cluster, changes nothing. Exit 0 when "
         "clean, 1 when anything --fail-on names is found, 2 for bad input.",
+        epilog=_examples(
+            prog,
+            "audit --live -A",
+            "audit --live -n shop --policy api-ssd.yaml",
+            "audit --cluster cluster.yaml --fail-on violation,refused -o json",
+        ),
     )
     _add_cluster_source(aud, namespace=False)  # audit's -n takes several namespaces
     aud.add_argument(
@@ -617,8 +775,12 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "(repeatable)",
     )
     aud.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the what-if of another one")
-    aud.add_argument(
+    where = aud.add_mutually_exclusive_group()
+    where.add_argument(
         "-n", "--namespace", action="append", metavar="NAME", help="audit only this namespace (repeatable)"
+    )
+    where.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="audit every namespace (the default without -n)"
     )
     aud.add_argument(
         "--fail-on",
@@ -627,7 +789,11 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="the kinds of finding that exit 1: a comma list of violation, refused, deprecated, invalid; "
         "all (default) or none (always exit 0 unless the input is bad)",
     )
-    aud.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(
+        aud,
+        wide_help="one row per finding, with the pods it collides with",
+        name_help="pod/NAME of each pod with a finding",
+    )
     aud.set_defaults(func=cmd_audit)
 
     srv = sub.add_parser(
@@ -636,6 +802,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Serve the kube-scheduler extender verbs (POST /filter /prioritize /bind /preempt), the "
         "Placement Simulation API (POST /simulate), /healthz, /readyz and /metrics. The cluster comes from "
         "list+watch through the kubeconfig (or the pod's service account), or from a snapshot file.",
+        epilog=_examples(prog, "serve --cluster examples/cluster.yaml", "serve --host 0.0.0.0 --port 8888"),
     )
     srv.add_argument("--cluster", metavar="FILE", help="serve from a snapshot file instead of a live cluster")
     add_kubeconfig_args(srv)
@@ -681,6 +848,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Compile every PlacementPolicy and write its Ready condition, observedGeneration and "
         "governed pod count; serve the admission webhooks that refuse pods, workloads and policies with "
         "invalid berth specifications (HTTPS).",
+        epilog=_examples(prog, "operator --standalone --webhook-self-signed --manage-webhooks"),
     )
     add_kubeconfig_args(op)
     op.add_argument("--namespace", action="append", default=[], help="watch only this namespace (repeatable)")
@@ -717,12 +885,37 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="check berth annotations in manifests without a cluster",
         description="Check the berth annotations of pods and workloads in manifest files. Prints every "
         "problem; exit 2 when there is any.",
+        epilog=_examples(prog, "validate deploy/*.yaml", "validate --config allocator.yaml app-1.yaml"),
     )
     val.add_argument("files", nargs="+", metavar="FILE")
     val.add_argument(
         "--config", metavar="FILE", help="an allocator configuration whose packages the pods may name"
     )
     val.set_defaults(func=cmd_validate)
+
+    ver = sub.add_parser(
+        "version",
+        help="berth's version and the commit it was built from",
+        description="Print berth's version and the git commit it was built from (the image's build "
+        "argument BERTH_COMMIT, or the checkout berth runs from; unknown otherwise).",
+        epilog=_examples(prog, "version", "version -o json"),
+    )
+    ver.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    ver.set_defaults(func=cmd_version)
+
+    comp = sub.add_parser(
+        "completion",
+        help="the shell completion script for bash, zsh or fish",
+        description="Print a script that completes berth's commands and options in the shell.",
+        epilog=_examples(
+            prog,
+            "completion bash > ~/.local/share/bash-completion/completions/berth",
+            'completion zsh > "${fpath[1]}/_berth"',
+            "completion fish > ~/.config/fish/completions/berth.fish",
+        ),
+    )
+    comp.add_argument("shell", choices=SHELLS)
+    comp.set_defaults(func=lambda args: cmd_completion(args, parser))
     return parser
 
 

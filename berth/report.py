@@ -38,7 +38,7 @@ def _part_label(step: str) -> str:
     return name.removeprefix("score-").upper()
 
 
-def table(decision: Decision, *, detail: bool = False) -> str:
+def table(decision: Decision, *, detail: bool = False, headers: bool = True) -> str:
     lines: list[str] = []
     if decision.error:
         head = f"pod {decision.pod}: not placed ({decision.error.code}) - {decision.error.message}"
@@ -58,7 +58,7 @@ def table(decision: Decision, *, detail: bool = False) -> str:
     order = {name: i for i, name in enumerate(decision.chain)}
     part_names.sort(key=lambda name: order.get(name, len(order)))
     header = ["", "NODE", "FEASIBLE", "SCORE", *(_part_label(p) for p in part_names), "REASONS"]
-    rows = [header]
+    rows = [header]  # measured with the header, so columns line up with or without it
     for node in sorted(decision.nodes, key=_order):
         mark = "*" if node.name == decision.chosen else ""
         feasible = "yes" if node.feasible else "no"
@@ -68,7 +68,7 @@ def table(decision: Decision, *, detail: bool = False) -> str:
         reasons = "; ".join(str(r) for r in node.reasons)
         rows.append([mark, node.name, feasible, _fmt(node.score), *parts, reasons])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for row in rows:
+    for row in rows if headers else rows[1:]:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
         lines.append(("  ".join(cells) + "  " + row[-1]).rstrip())
 
@@ -123,9 +123,9 @@ def _order(node: NodeResult) -> tuple:
     return (rank, -(node.score or 0.0), node.name)
 
 
-def capacity_table(report: Capacity) -> str:
+def capacity_table(report: Capacity, *, wide: bool = False, headers: bool = True) -> str:
     """`berth capacity` for people: how many more pods fit, per node how many went there, and why
-    each node refused the next one."""
+    each node refused the next one; wide adds the decision that refuses the next pod."""
     if report.invalid:
         return f"pod {report.pod}: none fit: the specification is invalid: {report.invalid}"
     total = (
@@ -134,12 +134,13 @@ def capacity_table(report: Capacity) -> str:
     lines = [f"pod {report.pod}: {total} more fit in the cluster"]
     if report.refusal is not None and report.refusal.error is not None:
         lines.append(f"the next one is refused: {report.refusal.error.message}")
-    header = ["NODE", "FITS", "PODS", "LIMITED BY"]
-    rows = [header]
-    for node in sorted(report.nodes, key=lambda n: (-n.fits, n.name)):
-        rows.append([node.name, str(node.fits), str(node.pods), node.limited_by or "-"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    lines += ["  ".join([*(c.ljust(widths[i]) for i, c in enumerate(r[:-1])), r[-1]]).rstrip() for r in rows]
+    rows = [
+        [node.name, str(node.fits), str(node.pods), node.limited_by or "-"]
+        for node in sorted(report.nodes, key=lambda n: (-n.fits, n.name))
+    ]
+    lines += aligned(["NODE", "FITS", "PODS", "LIMITED BY"], rows, headers=headers)
+    if wide and report.refusal is not None:
+        lines += ["", "the next one:", table(report.refusal, headers=headers)]
     return "\n".join(lines)
 
 

@@ -406,6 +406,18 @@ def test_an_unknown_fail_on_kind_is_bad_input_naming_the_kinds(tmp_path, capsys)
     assert "--fail-on: unknown kind 'violations'" in err and "violation, refused, deprecated, invalid" in err
 
 
+def test_audit_name_and_wide_outputs(tmp_path, capsys):
+    cluster = _deprecated_and_violating(tmp_path)
+    main(["audit", "--cluster", cluster, "-o", "name"])
+    assert capsys.readouterr().out.split() == ["pod/old-0", "pod/web-0"]
+    main(["audit", "--cluster", cluster, "-o", "wide"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["KIND", "POD", "NODE", "RULE"]
+    assert [line.split()[0] for line in lines[1:]] == ["violation", "refused", "deprecated"]
+    main(["audit", "--cluster", cluster, "-o", "wide", "--no-headers"])
+    assert capsys.readouterr().out.split()[0] == "violation"
+
+
 def test_a_what_if_policy_that_governs_no_running_pod_says_so(tmp_path, capsys):
     cluster = _two_per_node(tmp_path)
     nobody = _write(tmp_path, "nobody.yaml", policy("nobody", {"type": "ONE_PER_HOST"}, {APP: "api"}))
