@@ -23,7 +23,8 @@ from berth.errors import BerthError, InvalidPolicy, SnapshotError
 from berth.inputs import STDIN, label, read_documents
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
-from berth.report import replica_summary, summary_table, table
+from berth.report import diff_table, replica_summary, summary_table, table
+from berth.simulate_diff import changes
 from berth.validate import validate_files
 from berth.vocab.alloc.config import AllocatorConfig, load_config
 from berth.vocab.policy.files import load_policy_files
@@ -93,6 +94,8 @@ def _replicas_in(
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     _one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
+    if args.summary and args.diff:
+        raise BerthError("--summary and --diff go separately: the diff is per pod, the summary per node")
     try:
         policies = load_policy_files(args.policy) if args.policy else None
     except InvalidPolicy as exc:
@@ -100,10 +103,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"berth: {line}", file=sys.stderr)
         return EXIT_INVALID
     config = _allocator_config(args.config)
+    if args.diff:
+        if policies is None and config is None:
+            raise BerthError("--diff compares a what-if with the cluster as it is: give --policy or --config")
+        # The same seeds on both sides, so that only the what-if can tell them apart.
+        seed = 0 if args.seed is None else args.seed
+        snapshot = _source_snapshot(args)  # read once: a live cluster could change between two reads
+        before, _ = _simulate(args, snapshot, None, None, seed, restore=True)
+        after, _ = _simulate(args, snapshot, policies, config, seed)
+        found = changes(before, after)
+        emit(
+            render(
+                args,
+                body=lambda: {"pods": len(after), "changes": [c.to_dict() for c in found]},
+                table=lambda wide, headers: diff_table(found, len(after), headers=headers),
+                names=lambda: [f"pod/{c.pod.partition('/')[2]}" for c in found],
+            )
+        )
+        return _exit_code(after)
     decisions, expanded = _simulate(args, _source_snapshot(args), policies, config, args.seed)
-    summary = replica_summary(decisions) if expanded else None
+    summary = replica_summary(decisions) if expanded or args.summary else None
 
     def body() -> Any:
+        if args.summary and summary is not None:
+            return {"summary": summary.to_dict()}
         if len(decisions) == 1 and summary is None:
             return decisions[0].to_dict(detail=args.detail)
         out: dict[str, Any] = {"decisions": [d.to_dict(detail=args.detail) for d in decisions]}
@@ -112,6 +135,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return out
 
     def people(wide: bool, headers: bool) -> str:
+        if args.summary and summary is not None:
+            return summary_table(summary, per_node=True, headers=headers)
         parts = [table(d, detail=args.detail or wide, headers=headers) for d in decisions]
         if summary is not None:
             parts.append(summary_table(summary))
@@ -131,9 +156,11 @@ def _simulate(
     policies: list[Any] | None,
     config: AllocatorConfig | None,
     seed: int | None,
+    *,
+    restore: bool = False,
 ) -> tuple[list[Decision], bool]:
     """The pods of --pod placed in order on the snapshot, each seeing the ones before; and whether a
-    workload was expanded into replicas."""
+    workload was expanded into replicas. With `restore`, the snapshot is left as it was found."""
     if policies is not None:
         # Like Drove's simulate-placement --placement-policy: these govern every simulated pod.
         snapshot.view.override_policies(policies)
@@ -143,17 +170,31 @@ def _simulate(
     raws, expanded = _replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace, owners)
     for owner in owners:  # the replicas' controller, for kube's default spreading over them
         snapshot.view.upsert_workload(owner)
-    for i, raw in enumerate(raws):
-        pod = _pod_of(raw, args.pod)
-        if expanded:
-            # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod does:
-            # the old one is no neighbour of it or of the replicas after it.
-            snapshot.view.remove_pod(pod.key)
-        decision = decide(pod, snapshot.view, pipeline, seed=None if seed is None else seed + i)
-        decisions.append(decision)
-        if decision.chosen:
-            # Later pods in the same file see this one where it was placed (a burst).
-            snapshot.view.add_pod(_placed(pod, decision.chosen))
+    placed: list[Pod] = []
+    replaced: list[Pod] = []
+    try:
+        for i, raw in enumerate(raws):
+            pod = _pod_of(raw, args.pod)
+            if expanded:
+                # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod
+                # does: the old one is no neighbour of it or of the replicas after it.
+                old = snapshot.view.remove_pod(pod.key)
+                if old is not None:
+                    replaced.append(old)
+            decision = decide(pod, snapshot.view, pipeline, seed=None if seed is None else seed + i)
+            decisions.append(decision)
+            if decision.chosen:
+                # Later pods in the same file see this one where it was placed (a burst).
+                placed.append(_placed(pod, decision.chosen))
+                snapshot.view.add_pod(placed[-1])
+    finally:
+        if restore:
+            for pod in placed:
+                snapshot.view.remove_pod(pod.key)
+            for pod in replaced:
+                snapshot.view.add_pod(pod)
+            if policies is not None:
+                snapshot.view.override_policies(None)
     return decisions, expanded
 
 
@@ -665,6 +706,8 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
             prog,
             "simulate --cluster cluster.yaml --pod web.yaml",
             "simulate --live -n shop --pod web.yaml -o wide",
+            "simulate --cluster cluster.yaml --pod api.yaml --replicas 200 --summary",
+            "simulate --live --pod api.yaml --policy one-per-host.yaml --diff",
             "kubectl get nodes,pods -A -o yaml | berth simulate --cluster - --pod web.yaml",
         ),
     )
@@ -684,6 +727,18 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, help="make every random choice reproducible")
     add_output_args(sim, wide_help="the table with --detail", name_help="node/NAME of each placed pod")
     sim.add_argument("--detail", action="store_true", help="show the chain and what each step did")
+    sim.add_argument(
+        "--summary",
+        action="store_true",
+        help="only how many pods went to each node and how many were placed and refused, not one table "
+        "per pod (for workloads, --replicas N)",
+    )
+    sim.add_argument(
+        "--diff",
+        action="store_true",
+        help="with --policy or --config: only the pods whose node or verdict the what-if changes, before "
+        "and after, and why (both sides with the same seeds: --seed, else 0)",
+    )
     sim.add_argument(
         "--policy",
         action="append",

@@ -19,6 +19,7 @@ from berth.engine.types import Decision, NodeResult, StepTrace
 if TYPE_CHECKING:
     from berth.audit import AuditReport
     from berth.capacity import Capacity
+    from berth.simulate_diff import PodChange
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12
@@ -240,9 +241,24 @@ def replica_summary(decisions: Sequence[Decision]) -> ReplicaSummary:
     )
 
 
-def summary_table(summary: ReplicaSummary) -> str:
-    spread = ", ".join(f"{node} {count}" for node, count in summary.per_node.items()) or "none"
-    lines = [f"placed {summary.placed} of {summary.total}; pods per node: {spread}"]
+def summary_table(summary: ReplicaSummary, *, per_node: bool = False, headers: bool = True) -> str:
+    """The workload's outcome in a line or two; `per_node`: a table of pods per node, then the totals
+    (simulate --summary, in place of one table per replica)."""
+    if per_node:
+        rows = [[node, str(count)] for node, count in summary.per_node.items()]
+        lines = aligned(["NODE", "PODS"], rows, headers=headers) if rows else []
+        lines.append(f"placed {summary.placed} of {summary.total}, refused {summary.total - summary.placed}")
+    else:
+        spread = ", ".join(f"{node} {count}" for node, count in summary.per_node.items()) or "none"
+        lines = [f"placed {summary.placed} of {summary.total}; pods per node: {spread}"]
     if summary.first_refused:
         lines.append(f"first refusal: {summary.first_refused} {summary.first_reason}")
+    return "\n".join(lines)
+
+
+def diff_table(found: Sequence[PodChange], pods: int, *, headers: bool = True) -> str:
+    """simulate --diff for people: the pods the what-if changes, before -> after, and why."""
+    rows = [[c.pod, f"{c.before} -> {c.after}", c.reason] for c in found]
+    lines = aligned(["POD", "BEFORE -> AFTER", "REASON"], rows, headers=headers) if rows else []
+    lines.append(f"{len(found)} of {pods} pod(s) change with the what-if")
     return "\n".join(lines)
