@@ -1,5 +1,6 @@
 # The berth image: `berth serve` (the extender) and `berth operator`, as the chart runs them.
 #   docker build -t berth:0.1.0 .          (or: buildah build / podman build, the same arguments)
+#   add --build-arg BERTH_COMMIT="$(git rev-parse HEAD)" for `berth version` to name the commit
 # Stage 1 installs the dependencies pinned in pyproject.toml into a virtualenv, then builds berth's wheel
 # and installs it there; stage 2 copies only that virtualenv onto a clean base and runs as a non-root user.
 # BASE: any image with Python 3.11 (`python` or `python3`, with venv) at the same path in both stages;
@@ -34,7 +35,10 @@ RUN groupadd --system --gid 65532 berth \
     && useradd --system --uid 65532 --gid berth --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin berth
 COPY --from=build /opt/berth /opt/berth
-ENV PATH=/opt/berth/bin:$PATH \
+# The commit `berth version` prints ("unknown" when the build did not say).
+ARG BERTH_COMMIT=unknown
+ENV BERTH_COMMIT=$BERTH_COMMIT \
+    PATH=/opt/berth/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 65532:65532

@@ -19,7 +19,7 @@ that violate one PlacementPolicy with `policy_counts`, through the same function
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from berth import annotations as ann
@@ -49,12 +49,16 @@ class Violation:
     reason: str  # what the extender says of that node (kube-scheduler counts this text)
     kind: str  # unmet (no eviction can help) or exhausted (an eviction could)
     values: dict[str, Any] = field(default_factory=dict)
+    # The pods of its namespace on its node whose presence makes the node break the rule.
+    collides_with: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pod": self.pod, "node": self.node, "rule": self.rule}
         out |= {"reason": self.reason, "kind": self.kind}
         if self.values:
             out["values"] = self.values
+        if self.collides_with:
+            out["collidesWith"] = list(self.collides_with)
         return out
 
 
@@ -87,6 +91,10 @@ class Note:
         return out
 
 
+# The kinds of finding, as --fail-on names them.
+FINDING_KINDS = ("violation", "refused", "deprecated", "invalid")
+
+
 @dataclass
 class AuditReport:
     checked: int = 0
@@ -94,10 +102,28 @@ class AuditReport:
     refused: list[Refusal] = field(default_factory=list)
     deprecated: list[Note] = field(default_factory=list)
     invalid: list[Note] = field(default_factory=list)
+    # Not findings: what the reader should know about the audit itself (a what-if that governs nothing).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         return not (self.violations or self.refused or self.deprecated or self.invalid)
+
+    def of_kind(self, kind: str) -> list[Any]:
+        return {
+            "violation": self.violations,
+            "refused": self.refused,
+            "deprecated": self.deprecated,
+            "invalid": self.invalid,
+        }[kind]
+
+    def fails(self, kinds: Iterable[str]) -> bool:
+        """Whether any finding is of one of these kinds (audit --fail-on: exit 1)."""
+        return any(self.of_kind(k) for k in kinds)
+
+    def pods_found(self) -> list[str]:
+        """The pods with any finding, by namespace/name."""
+        return sorted({f.pod for k in FINDING_KINDS for f in self.of_kind(k)})
 
     def findings(self) -> int:
         return len(self.violations) + len(self.refused) + len(self.deprecated) + len(self.invalid)
@@ -120,6 +146,7 @@ class AuditReport:
             "refusedOnReschedule": [r.to_dict() for r in self.refused],
             "deprecated": [n.to_dict() for n in self.deprecated],
             "invalid": [n.to_dict() for n in self.invalid],
+            "warnings": list(self.warnings),
         }
 
 
@@ -239,20 +266,102 @@ def _violations(view: ClusterView, pipeline: Pipeline, pod: Pod, first: Decision
 
 def audit(view: ClusterView, pipeline: Pipeline, *, namespaces: Iterable[str] = ()) -> AuditReport:
     """Every subject pod of the view (of `namespaces` when given) audited with `pipeline`'s hard
-    steps. A pod's rules see only its own namespace, so auditing one namespace needs nothing else."""
+    steps. A pod's rules see only its own namespace, so auditing one namespace needs nothing else.
+    Of the pods that break a rule together, only those beyond what the rule allows are reported (see
+    `_excess`), each naming the pods it collides with."""
     here, anywhere = hard_only(pipeline, one_node=True), hard_only(pipeline)
     report = AuditReport()
-    for pod in subjects(view, namespaces):
-        report.checked += 1
-        found = audit_pod(view, here, pod, reschedule=anywhere)
-        report.violations.extend(found.violations)
-        if found.refusal is not None:
-            report.refused.append(found.refusal)
-        if found.deprecated is not None:
-            report.deprecated.append(found.deprecated)
-        if found.invalid is not None:
-            report.invalid.append(found.invalid)
+    pods = subjects(view, namespaces)
+    found = {pod.key: audit_pod(view, here, pod, reschedule=anywhere) for pod in pods}
+    report.checked = len(pods)
+    excess = _excess(view, here, [p for p in pods if found[p.key].violations], found)
+    for pod in pods:
+        findings = found[pod.key]
+        # A pod within what its rules allow, once the pods beyond it are counted, has no violation.
+        report.violations.extend(excess.get(pod.key, ()))
+        if findings.refusal is not None and pod.key in excess:
+            report.refused.append(findings.refusal)
+        if findings.deprecated is not None:
+            report.deprecated.append(findings.deprecated)
+        if findings.invalid is not None:
+            report.invalid.append(findings.invalid)
     return report
+
+
+def youngest_first(pods: Iterable[Pod]) -> list[Pod]:
+    """The last started first (a pod not started yet is the youngest), then by name, last first."""
+    return sorted(pods, key=lambda p: (p.start_time or "~", p.key), reverse=True)
+
+
+def _excess(
+    view: ClusterView, pipeline: Pipeline, violators: list[Pod], found: dict[str, PodFindings]
+) -> dict[str, list[Violation]]:
+    """The violating pods beyond what their rules allow, with the violations they still have: three
+    pods of a ONE_PER_HOST policy on one node are two pods too many, not three. Taken youngest first,
+    a pod still breaking one of its rules with the pods already found excess taken off is excess too,
+    and is taken off in turn; a pod that no longer breaks any (the oldest of the three) is not reported.
+    A rule that does not depend on other pods (a node trait) keeps every pod that breaks it. The view is
+    as it was when this returns."""
+    out: dict[str, list[Violation]] = {}
+    taken: list[Pod] = []
+    try:
+        for pod in youngest_first(violators):
+            broken = found[pod.key].violations
+            with _Off(view, pod):
+                if taken:  # ask again without the pods found excess so far
+                    rules = {v.rule for v in broken}
+                    first = decide(pod, view, pipeline, candidates=[pod.node_name], seed=AUDIT_SEED)
+                    broken = [v for v in _violations(view, pipeline, pod, first) if v.rule in rules]
+                broken = [_with_collisions(view, pipeline, pod, v) for v in broken]
+            if broken:
+                out[pod.key] = broken
+                view.remove_pod(pod.key)
+                taken.append(pod)
+    finally:
+        for pod in taken:
+            view.add_pod(pod)
+    return out
+
+
+def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation: Violation) -> Violation:
+    """The violation naming the pods of the pod's namespace on its node that make it break the rule:
+    all of them off, the rule holds; each put back, oldest first, and kept off again when the rule
+    breaks with it back (kube's way of choosing victims). Nothing is named when the rule breaks with
+    all of them off (it is about the node, or pods elsewhere). The pod itself is off the view."""
+    only = _keep(pipeline.chain, lambda name, phase: name == violation.rule)
+    state = view.state(pod.node_name)
+    if only is None or state is None:
+        return violation
+    asked = Pipeline(chain=only, compile_pod=pipeline.compile_pod)
+
+    def holds() -> bool:
+        decision = decide(pod, view, asked, candidates=[pod.node_name], seed=AUDIT_SEED)
+        return decision.chosen == pod.node_name
+
+    others = sorted(
+        (p for p in state.pods.values() if p.namespace == pod.namespace and p.key != pod.key),
+        key=lambda p: (p.start_time or "~", p.key),
+    )
+    if not others:
+        return violation
+    colliding: list[str] = []
+    off = list(others)
+    for other in off:
+        view.remove_pod(other.key)
+    try:
+        if not holds():
+            return violation
+        for other in others:
+            view.add_pod(other)
+            off.remove(other)
+            if not holds():
+                view.remove_pod(other.key)
+                off.append(other)
+                colliding.append(other.key)
+    finally:
+        for other in off:
+            view.add_pod(other)
+    return replace(violation, collides_with=tuple(colliding))
 
 
 # -- one PlacementPolicy: what the operator writes in its status -----------------------------------------
@@ -278,12 +387,11 @@ def policy_counts(view: ClusterView, policy: CompiledPolicy, compile_pod: Any) -
     if not policy.ready:
         return PolicyCounts(governed=len(pods), violating=0)
     pipeline = Pipeline(chain=Pipe((PlacementPolicyStep(),)), compile_pod=compile_pod)
-    violating = 0
     view.override_policies([policy])
     try:
-        for pod in pods:
-            found = audit_pod(view, pipeline, pod)
-            violating += bool(found.violations)
+        found = {pod.key: audit_pod(view, pipeline, pod) for pod in pods}
+        # As `berth audit` counts: the pods beyond what the policy allows.
+        violating = len(_excess(view, pipeline, [p for p in pods if found[p.key].violations], found))
     finally:
         view.override_policies(None)
     return PolicyCounts(governed=len(pods), violating=violating)

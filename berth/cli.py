@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,13 +16,16 @@ import msgspec
 from berth import __version__
 from berth.cluster.convert import pod_from_k8s, pod_template, replica_owner, replica_pods, replicas_of
 from berth.cluster.model import Pod
-from berth.cluster.snapshot import Snapshot, load_snapshot, read_documents
+from berth.cluster.snapshot import Snapshot, check_cluster, load_snapshot
 from berth.engine.decide import decide
 from berth.engine.decision import Decision
-from berth.errors import BerthError, InvalidPolicy
+from berth.errors import BerthError, InvalidPolicy, SnapshotError
+from berth.inputs import STDIN, label, read_documents
+from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
 from berth.rebalance import Limits
-from berth.report import replica_summary, summary_table, table
+from berth.report import diff_table, replica_summary, summary_table, table
+from berth.simulate_diff import changes
 from berth.validate import DEFAULT_SCHEDULER, validate_paths
 from berth.vocab.alloc.config import AllocatorConfig, load_config
 from berth.vocab.policy.files import load_policy_files
@@ -42,10 +46,18 @@ def _pods_in(path: str, namespace: str | None = None, default: str = "default") 
     """The pods of a file; those without a namespace are in `namespace` (-n, which the file must agree
     with, as for `kubectl apply -n`), else in `default`."""
     objects = [_in_namespace(obj, namespace, default, path) for obj in read_documents(path)]
-    pods = [p for p in (pod_template(obj) for obj in objects) if p is not None]
+    pods = [p for p in (_template(obj, path) for obj in objects) if p is not None]
     if not pods:
-        raise BerthError(f"{path}: no Pod or workload with a pod template found")
+        raise BerthError(f"{label(path)}: no Pod or workload with a pod template found")
     return pods
+
+
+def _template(obj: dict[str, Any], path: str) -> dict[str, Any] | None:
+    try:
+        return pod_template(obj)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        what = obj.get("kind") or "object"
+        raise BerthError(f"{label(path)}: {what}: a field of the wrong type ({exc})") from exc
 
 
 def _replicas_in(
@@ -65,7 +77,7 @@ def _replicas_in(
     pods: list[dict[str, Any]] = []
     expanded = replicas is not None
     for obj in (_in_namespace(o, namespace, default, path) for o in read_documents(path)):
-        if pod_template(obj) is None:
+        if _template(obj, path) is None:
             continue
         count = replicas if replicas is not None else replicas_of(obj)
         if count is None or (count == 1 and replicas is None):
@@ -77,61 +89,140 @@ def _replicas_in(
             if owner is not None and owners is not None:
                 owners.append(owner)
     if not pods and not expanded:
-        raise BerthError(f"{path}: no Pod or workload with a pod template found")
+        raise BerthError(f"{label(path)}: no Pod or workload with a pod template found")
     return pods, expanded
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    _one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
+    if args.summary and args.diff:
+        raise BerthError("--summary and --diff go separately: the diff is per pod, the summary per node")
     try:
         policies = load_policy_files(args.policy) if args.policy else None
     except InvalidPolicy as exc:
         for line in exc.errors:
             print(f"berth: {line}", file=sys.stderr)
         return EXIT_INVALID
-    snapshot = _source_snapshot(args)
+    config = _allocator_config(args.config)
+    if args.diff:
+        if policies is None and config is None:
+            raise BerthError("--diff compares a what-if with the cluster as it is: give --policy or --config")
+        # The same seeds on both sides, so that only the what-if can tell them apart.
+        seed = 0 if args.seed is None else args.seed
+        snapshot = _source_snapshot(args)  # read once: a live cluster could change between two reads
+        before, _ = _simulate(args, snapshot, None, None, seed, restore=True)
+        after, _ = _simulate(args, snapshot, policies, config, seed)
+        found = changes(before, after)
+        emit(
+            render(
+                args,
+                body=lambda: {"pods": len(after), "changes": [c.to_dict() for c in found]},
+                table=lambda wide, headers: diff_table(found, len(after), headers=headers),
+                names=lambda: [f"pod/{c.pod.partition('/')[2]}" for c in found],
+            )
+        )
+        return _exit_code(after)
+    decisions, expanded = _simulate(args, _source_snapshot(args), policies, config, args.seed)
+    summary = replica_summary(decisions) if expanded or args.summary else None
+
+    def body() -> Any:
+        if args.summary and summary is not None:
+            return {"summary": summary.to_dict()}
+        if len(decisions) == 1 and summary is None:
+            return decisions[0].to_dict(detail=args.detail)
+        out: dict[str, Any] = {"decisions": [d.to_dict(detail=args.detail) for d in decisions]}
+        if summary is not None:
+            out["summary"] = summary.to_dict()
+        return out
+
+    def people(wide: bool, headers: bool) -> str:
+        if args.summary and summary is not None:
+            return summary_table(summary, per_node=True, headers=headers)
+        parts = [table(d, detail=args.detail or wide, headers=headers) for d in decisions]
+        if summary is not None:
+            parts.append(summary_table(summary))
+        return "\n\n".join(parts)
+
+    emit(
+        render(
+            args, body=body, table=people, names=lambda: [f"node/{d.chosen}" for d in decisions if d.chosen]
+        )
+    )
+    return _exit_code(decisions)
+
+
+def _simulate(
+    args: argparse.Namespace,
+    snapshot: Snapshot,
+    policies: list[Any] | None,
+    config: AllocatorConfig | None,
+    seed: int | None,
+    *,
+    restore: bool = False,
+) -> tuple[list[Decision], bool]:
+    """The pods of --pod placed in order on the snapshot, each seeing the ones before; and whether a
+    workload was expanded into replicas. With `restore`, the snapshot is left as it was found."""
     if policies is not None:
         # Like Drove's simulate-placement --placement-policy: these govern every simulated pod.
         snapshot.view.override_policies(policies)
-    pipeline = build_pipeline(_allocator_config(args.config), offline=True)
+    pipeline = build_pipeline(config, offline=True)
     decisions = []
     owners: list[dict[str, Any]] = []
     raws, expanded = _replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace, owners)
     for owner in owners:  # the replicas' controller, for kube's default spreading over them
         snapshot.view.upsert_workload(owner)
-    for i, raw in enumerate(raws):
-        pod = pod_from_k8s(raw)
-        if expanded:
-            # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod does:
-            # the old one is no neighbour of it or of the replicas after it.
-            snapshot.view.remove_pod(pod.key)
-        seed = None if args.seed is None else args.seed + i
-        decision = decide(pod, snapshot.view, pipeline, seed=seed)
-        decisions.append(decision)
-        if decision.chosen:
-            # Later pods in the same file see this one where it was placed (a burst).
-            snapshot.view.add_pod(_placed(pod, decision.chosen))
-    summary = replica_summary(decisions) if expanded else None
-    if args.output == "json":
-        body: Any = (
-            decisions[0].to_dict(detail=args.detail)
-            if len(decisions) == 1 and summary is None
-            else {"decisions": [d.to_dict(detail=args.detail) for d in decisions]}
-        )
-        if summary is not None:
-            body["summary"] = summary.to_dict()
-        print(json.dumps(body, indent=2))
-    else:
-        parts = [table(d, detail=args.detail) for d in decisions]
-        if summary is not None:
-            parts.append(summary_table(summary))
-        print("\n\n".join(parts))
-    return _exit_code(decisions)
+    placed: list[Pod] = []
+    replaced: list[Pod] = []
+    try:
+        for i, raw in enumerate(raws):
+            pod = _pod_of(raw, args.pod)
+            if expanded:
+                # A replica stands in for a running pod of its name, as a StatefulSet's recreated pod
+                # does: the old one is no neighbour of it or of the replicas after it.
+                old = snapshot.view.remove_pod(pod.key)
+                if old is not None:
+                    replaced.append(old)
+            decision = decide(pod, snapshot.view, pipeline, seed=None if seed is None else seed + i)
+            decisions.append(decision)
+            if decision.chosen:
+                # Later pods in the same file see this one where it was placed (a burst).
+                placed.append(_placed(pod, decision.chosen))
+                snapshot.view.add_pod(placed[-1])
+    finally:
+        if restore:
+            for pod in placed:
+                snapshot.view.remove_pod(pod.key)
+            for pod in replaced:
+                snapshot.view.add_pod(pod)
+            if policies is not None:
+                snapshot.view.override_policies(None)
+    return decisions, expanded
+
+
+def _pod_of(raw: dict[str, Any], path: str) -> Pod:
+    """The pod of a manifest, or an error naming the file and the object."""
+    try:
+        return pod_from_k8s(raw)
+    except SnapshotError as exc:
+        raise BerthError(f"{label(path)}: {exc.message}") from exc
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        meta = raw.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        what = f"Pod {name or '<unnamed>'}"
+        raise BerthError(f"{label(path)}: {what}: a field of the wrong type ({exc})") from exc
+
+
+def _one_stdin(*paths: str | None) -> None:
+    if sum(1 for p in paths if p == STDIN) > 1:
+        raise BerthError("only one input can be read from standard input (-)")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from berth.audit import audit
+    from berth.audit import FINDING_KINDS, audit, governed_pods
     from berth.report import audit_table
 
+    fail_on = _fail_on(args.fail_on, FINDING_KINDS)
+    _one_stdin(args.cluster, *(args.policy or ()), args.config)
     try:
         policies = _what_if_policies(args.policy or [])
     except InvalidPolicy as exc:
@@ -140,31 +231,70 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     config = _allocator_config(args.config)
     snapshot = _source_snapshot(args)
-    for obj in policies:
+    namespaces = () if args.all_namespaces else tuple(args.namespace or ())
+    warnings: list[str] = []
+    applied = []
+    for path, obj in policies:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if not meta.get("namespace"):
+            # As `kubectl apply -f` would: in the namespace asked for (one -n), else the context's.
+            where = namespaces[0] if len(namespaces) == 1 else snapshot.namespace
+            obj = {**obj, "metadata": {**meta, "namespace": where}}
+            warnings.append(
+                f"{label(path)}: PlacementPolicy {meta.get('name') or '<unnamed>'} has no namespace: "
+                f"applied in namespace {where}"
+            )
         # As `kubectl apply` would: added to its namespace, or in place of the policy of that name.
-        snapshot.view.upsert_policy(obj)
-    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=args.namespace or ())
-    if args.output == "json":
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(audit_table(report))
-    return EXIT_PLACED if report.clean else EXIT_NO_FIT
+        applied.append((path, snapshot.view.upsert_policy(obj)))
+    for path, policy in applied:
+        if not any(True for _ in governed_pods(snapshot.view, policy)):
+            warnings.append(
+                f"{label(path)}: PlacementPolicy {policy.namespace}/{policy.name} governs no running pod "
+                f"in namespace {policy.namespace}: the what-if changes nothing there"
+            )
+    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=namespaces)
+    report.warnings.extend(warnings)
+    emit(
+        render(
+            args,
+            body=report.to_dict,
+            table=lambda wide, headers: audit_table(report, wide=wide, headers=headers),
+            names=lambda: [f"pod/{key.partition('/')[2]}" for key in report.pods_found()],
+        )
+    )
+    return EXIT_NO_FIT if report.fails(fail_on) else EXIT_PLACED
 
 
-def _what_if_policies(paths: Sequence[str]) -> list[dict[str, Any]]:
-    """The PlacementPolicy objects of the files, checked; a bare policy tree has no namespace or
-    selector to apply it with, so it is refused here."""
+def _fail_on(value: str, kinds: Sequence[str]) -> frozenset[str]:
+    """--fail-on: a comma list of kinds of finding, `all` or `none`."""
+    if value == "all":
+        return frozenset(kinds)
+    if value == "none":
+        return frozenset()
+    wanted = frozenset(v.strip() for v in value.split(",") if v.strip())
+    unknown = sorted(wanted - set(kinds))
+    if unknown or not wanted:
+        raise BerthError(
+            f"--fail-on: unknown kind {(unknown or [value])[0]!r}; give all, none, or a comma list of "
+            + ", ".join(kinds)
+        )
+    return wanted
+
+
+def _what_if_policies(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The PlacementPolicy objects of the files with their file, checked; a bare policy tree has no
+    namespace or selector to apply it with, so it is refused here."""
     load_policy_files(paths)  # every problem of every invalid policy, or nothing
     objects = []
     for path in paths:
         for obj in read_documents(path):
             if obj.get("kind") != "PlacementPolicy":
                 raise InvalidPolicy(
-                    f"{path}: a {obj.get('kind') or 'bare policy tree'} is not a PlacementPolicy object: "
-                    "the what-if applies PlacementPolicy objects (metadata.namespace, spec.selector)",
+                    f"{label(path)}: a {obj.get('kind') or 'bare policy tree'} is not a PlacementPolicy "
+                    "object: the what-if applies PlacementPolicy objects (metadata.namespace, spec.selector)",
                     field="policy",
                 )
-            objects.append(obj)
+            objects.append((path, obj))
     return objects
 
 
@@ -172,10 +302,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from berth.extender.placer import seed_for
 
     snapshot = _source_snapshot(args)
-    key = args.pod if "/" in args.pod else f"{args.namespace or snapshot.namespace}/{args.pod}"
-    pod = snapshot.view.pod(key)
-    if pod is None:
-        raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
+    pod = _find_pod(snapshot, args.pod, args.namespace, args.all_namespaces)
+    key = pod.key
     record = _record(pod)
     if args.seed is not None:
         seed = args.seed
@@ -193,7 +321,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         answer = decision.error.message if decision.error else f"would place it on {decision.chosen}"
         summary = f"{key} {where}; berth, asked now: {answer}"
     differs = _replay_differs(record, decision, build_pipeline(config, offline=False).digest)
-    if args.output == "json":
+
+    def body() -> dict[str, Any]:
         out: dict[str, Any] = {
             "pod": key,
             "node": pod.node_name or None,
@@ -202,19 +331,48 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if record:
             out["record"] = record
             out["replayDiffers"] = differs
-        print(json.dumps(out, indent=2))
-    else:
-        print(summary)
+        return out
+
+    def people(wide: bool, headers: bool) -> str:
+        lines = [summary]
         if record:
-            print(f"recorded at binding: {_record_line(record)}")
-            print(
+            lines.append(f"recorded at binding: {_record_line(record)}")
+            lines.append(
                 "the replay now differs: " + "; ".join(differs)
                 if differs
                 else "the replay agrees with the record"
             )
-        print()
-        print(table(decision, detail=True))
+        return "\n".join([*lines, "", table(decision, detail=True, headers=headers)])
+
+    emit(
+        render(
+            args,
+            body=body,
+            table=people,
+            names=lambda: [f"node/{decision.chosen}"] if decision.chosen else [],
+        )
+    )
     return _exit_code([decision])
+
+
+def _find_pod(snapshot: Snapshot, name: str, namespace: str | None, everywhere: bool) -> Pod:
+    """NAMESPACE/NAME, or NAME in -n's namespace (the context's by default), or with -A in whichever
+    namespace has a pod of that name (refused when several do)."""
+    if "/" in name:
+        key = name
+    elif everywhere:
+        found = sorted(p.key for p in snapshot.view.pods() if p.name == name)
+        if len(found) > 1:
+            raise BerthError(
+                f"pods named {name} in {len(found)} namespaces ({', '.join(found)}): give NAMESPACE/NAME"
+            )
+        key = found[0] if found else f"<any namespace>/{name}"
+    else:
+        key = f"{namespace or snapshot.namespace}/{name}"
+    pod = snapshot.view.pod(key)
+    if pod is None:
+        raise BerthError(f"no pod {key} in the cluster (terminal pods are not kept)")
+    return pod
 
 
 def _record(pod: Pod) -> dict[str, Any]:
@@ -275,6 +433,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     from berth.capacity import capacity
     from berth.report import capacity_table
 
+    _one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
     policies = load_policy_files(args.policy) if args.policy else None  # InvalidPolicy: main says it
     if args.max < 1:
         raise BerthError(f"--max should be at least 1, found {args.max}")
@@ -288,26 +447,27 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         view = snapshot.view if not reports else _source_snapshot(args).view
         if policies is not None:
             view.override_policies(policies)
-        reports.append(capacity(pod_from_k8s(raw), view, pipeline, limit=args.max))
-    if args.output == "json":
-        body: Any = reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
-        print(json.dumps(body, indent=2))
-    else:
-        print("\n\n".join(capacity_table(r) for r in reports))
+        reports.append(capacity(_pod_of(raw, args.pod), view, pipeline, limit=args.max))
+    emit(
+        render(
+            args,
+            body=lambda: (
+                reports[0].to_dict() if len(reports) == 1 else {"pods": [r.to_dict() for r in reports]}
+            ),
+            table=lambda wide, headers: "\n\n".join(
+                capacity_table(r, wide=wide, headers=headers) for r in reports
+            ),
+            names=lambda: list(dict.fromkeys(f"node/{n.name}" for r in reports for n in r.nodes if n.fits)),
+        )
+    )
     return EXIT_INVALID if any(r.invalid for r in reports) else 0
 
 
 # -- berth rebalance ------------------------------------------------------------------------
 REBALANCE_DEFAULTS = Limits()
-REBALANCE_EXAMPLES = """examples:
-  berth rebalance --live -A                         # the plan for every namespace; evicts nothing
-  berth rebalance --live -n shop --output json      # the same, for one namespace, as JSON
-  berth rebalance --live -n shop --apply            # evict the planned pods (PodDisruptionBudgets hold)
-  berth rebalance --cluster cluster.yaml --policy one-per-host.yaml   # what a new policy would move
-"""
 
 
-def _add_rebalance_parser(sub: Any) -> None:
+def _add_rebalance_parser(sub: Any, prog: str) -> None:
     reb = sub.add_parser(
         "rebalance",
         help="move the running pods whose node breaks their hard rules",
@@ -318,8 +478,14 @@ def _add_rebalance_parser(sub: Any) -> None:
         "its planned node. Pods without a controller, DaemonSet, static and system pods, and pods "
         'annotated berth.dev/rebalance: "never" are not moved. Exit 0 when no pod breaks a rule, 1 when '
         "some do, 2 for bad input.",
-        epilog=REBALANCE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_examples(
+            prog,
+            "rebalance --live -A",
+            "rebalance --live -n shop -o json",
+            "rebalance --live -n shop --apply",
+            "rebalance --cluster cluster.yaml --policy one-per-host.yaml",
+        ),
+        formatter_class=_Formatter,
     )
     _add_cluster_source(reb, namespace=False)
     where = reb.add_mutually_exclusive_group()
@@ -365,7 +531,7 @@ def _add_rebalance_parser(sub: Any) -> None:
         action="store_true",
         help="exit 0 when pods break rules too (a CronJob's round then fails only on an error)",
     )
-    reb.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_output_args(reb, wide_help="the same as table", name_help="pod/NAME of each pod to move")
     reb.set_defaults(func=cmd_rebalance)
 
 
@@ -398,13 +564,19 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
         include_bare=args.include_bare,
     )
     outcomes = asyncio.run(_evict(args, found.moves)) if args.apply and found.moves else []
-    if args.output == "json":
+
+    def body() -> dict[str, Any]:
         out = found.to_dict() | {"applied": args.apply}
-        if args.apply:
-            out["evictions"] = [o.to_dict() for o in outcomes]
-        print(json.dumps(out, indent=2))
-    else:
-        print(plan_table(found, applied=args.apply, outcomes=outcomes))
+        return out | ({"evictions": [o.to_dict() for o in outcomes]} if args.apply else {})
+
+    emit(
+        render(
+            args,
+            body=body,
+            table=lambda wide, headers: plan_table(found, applied=args.apply, outcomes=outcomes),
+            names=lambda: [f"pod/{m.pod.partition('/')[2]}" for m in found.moves],
+        )
+    )
     return EXIT_PLACED if found.clean or args.exit_zero else EXIT_NO_FIT
 
 
@@ -439,7 +611,9 @@ def _source_snapshot(args: argparse.Namespace) -> Snapshot:
         return load_live_snapshot(args.kubeconfig, args.context)
     if args.kubeconfig or args.context:
         raise BerthError("--kubeconfig and --context go with --live")
-    return load_snapshot(args.cluster)
+    snapshot = load_snapshot(args.cluster)
+    check_cluster(snapshot)
+    return snapshot
 
 
 def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path: str) -> dict[str, Any]:
@@ -448,7 +622,7 @@ def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path
         return obj  # the pod's own checks name what is wrong with it
     if namespace and meta.get("namespace") and meta["namespace"] != namespace:
         raise BerthError(
-            f"{path}: {obj.get('kind', 'object')} {meta.get('name', '')} is in namespace "
+            f"{label(path)}: {obj.get('kind', 'object')} {meta.get('name', '')} is in namespace "
             f"{meta['namespace']}, not {namespace} (as kubectl: the file and -n must agree)"
         )
     return {**obj, "metadata": {**meta, "namespace": meta.get("namespace") or namespace or default}}
@@ -554,6 +728,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_version(args: argparse.Namespace) -> int:
+    from berth.version import version_info
+
+    info = version_info()
+    emit(
+        render(
+            args,
+            body=lambda: info,
+            table=lambda wide, headers: f"berth {info['version']} (commit {info['commit']})",
+            names=lambda: [],
+        )
+    )
+    return 0
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+def cmd_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import shtab
+
+    print(shtab.complete(parser, shell=args.shell), end="")
+    return 0
+
+
 def add_kubeconfig_args(
     parser: argparse.ArgumentParser, *, namespace: bool = False, live: bool = False
 ) -> None:
@@ -577,21 +776,66 @@ def add_kubeconfig_args(
         )
 
 
-def _add_cluster_source(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+def _add_cluster_source(
+    parser: argparse.ArgumentParser, *, namespace: bool = True, all_namespaces: bool = False
+) -> None:
     """--cluster FILE or --live [--kubeconfig FILE --context NAME]: where the offline commands read the
     cluster."""
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml")
+    source.add_argument(
+        "--cluster", metavar="FILE", help="snapshot: kubectl get nodes,pods -A -o yaml (- reads stdin)"
+    )
     source.add_argument(
         "--live", action="store_true", help="read the cluster through the kubeconfig, change nothing"
     )
     add_kubeconfig_args(parser, namespace=namespace, live=True)
+    if all_namespaces:
+        parser.add_argument(
+            "-A", "--all-namespaces", action="store_true", help="find NAME in whichever namespace has it"
+        )
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Descriptions wrapped as usual; the examples epilog as written, one command a line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is its own error, shown with its own usage
+    (argparse would pass it up to `berth`, whose usage says nothing of the subcommand's options)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def _examples(prog: str, *commands: str) -> str:
+    return "examples:\n" + "\n".join(
+        f"  {c}" if c.startswith("kubectl ") else f"  {prog} {c}" for c in commands
+    )
 
 
 def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Placement policies for Kubernetes.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Placement policies for Kubernetes.",
+        epilog=_examples(prog, "version", "completion bash > /etc/bash_completion.d/berth"),
+        formatter_class=_Formatter,
+    )
     parser.add_argument("--version", action="version", version=f"berth {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     sim = sub.add_parser(
         "simulate",
@@ -601,9 +845,22 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "pods in the pod file are placed in order, each seeing the ones before; a Deployment, ReplicaSet "
         "or StatefulSet places its replicas (a Job its parallelism) that way, as kube-scheduler would "
         "take them, and the table ends with a summary.",
+        epilog=_examples(
+            prog,
+            "simulate --cluster cluster.yaml --pod web.yaml",
+            "simulate --live -n shop --pod web.yaml -o wide",
+            "simulate --cluster cluster.yaml --pod api.yaml --replicas 200 --summary",
+            "simulate --live --pod api.yaml --policy one-per-host.yaml --diff",
+            "kubectl get nodes,pods -A -o yaml | berth simulate --cluster - --pod web.yaml",
+        ),
     )
     _add_cluster_source(sim)
-    sim.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
+    sim.add_argument(
+        "--pod",
+        required=True,
+        metavar="FILE",
+        help="a Pod, or a workload with a pod template (- reads stdin)",
+    )
     sim.add_argument(
         "--replicas",
         type=int,
@@ -611,8 +868,20 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="place N pods of each object (default: a workload's spec.replicas, a Job's parallelism)",
     )
     sim.add_argument("--seed", type=int, help="make every random choice reproducible")
-    sim.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(sim, wide_help="the table with --detail", name_help="node/NAME of each placed pod")
     sim.add_argument("--detail", action="store_true", help="show the chain and what each step did")
+    sim.add_argument(
+        "--summary",
+        action="store_true",
+        help="only how many pods went to each node and how many were placed and refused, not one table "
+        "per pod (for workloads, --replicas N)",
+    )
+    sim.add_argument(
+        "--diff",
+        action="store_true",
+        help="with --policy or --config: only the pods whose node or verdict the what-if changes, before "
+        "and after, and why (both sides with the same seeds: --seed, else 0)",
+    )
     sim.add_argument(
         "--policy",
         action="append",
@@ -629,9 +898,19 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Count how many more pods shaped like the given pod fit by placing them one after "
         "another, as simulate would, until one is refused: N more fit means simulate places N and refuses "
         "the next. Per node: how many went there, and why it refused the next one. Changes nothing.",
+        epilog=_examples(
+            prog,
+            "capacity --cluster cluster.yaml --pod app-1.yaml",
+            "capacity --live -n shop --pod app-1.yaml --max 500 -o json",
+        ),
     )
     _add_cluster_source(cap)
-    cap.add_argument("--pod", required=True, metavar="FILE", help="a Pod, or a workload with a pod template")
+    cap.add_argument(
+        "--pod",
+        required=True,
+        metavar="FILE",
+        help="a Pod, or a workload with a pod template (- reads stdin)",
+    )
     cap.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     cap.add_argument(
         "--policy",
@@ -642,7 +921,11 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     cap.add_argument(
         "--max", type=int, default=10_000, metavar="N", help="stop counting at N pods (default 10000)"
     )
-    cap.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(
+        cap,
+        wide_help="and the decision that refuses the next pod",
+        name_help="node/NAME of each node that fits one",
+    )
     cap.set_defaults(func=cmd_capacity)
 
     exp = sub.add_parser(
@@ -651,12 +934,18 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Replay the decision for a pod that is in the cluster, as the cluster is now, with the "
         "pod's own seed (the one the extender used), and show every step. The pod is never its own "
         "neighbour. Exit codes as for simulate.",
+        epilog=_examples(
+            prog,
+            "explain shop/web-1 --live",
+            "explain web-1 -A --live -o json",
+            "explain web-1 -n shop --cluster c.yaml",
+        ),
     )
-    exp.add_argument("pod", metavar="NAMESPACE/NAME")
-    _add_cluster_source(exp)
+    exp.add_argument("pod", metavar="[NAMESPACE/]NAME")
+    _add_cluster_source(exp, all_namespaces=True)
     exp.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     exp.add_argument("--seed", type=int, help="another seed than the pod's own")
-    exp.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_args(exp, wide_help="the same as table", name_help="node/NAME berth chooses now")
     exp.set_defaults(func=cmd_explain)
 
     aud = sub.add_parser(
@@ -667,7 +956,13 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "hard rules its node breaks, pods no node would take at their next reschedule, deprecated "
         "weighted affinity, invalid specifications. With --policy and --config, as if those policies or "
         "that allocator configuration were in force. Reads the cluster, changes nothing. Exit 0 when "
-        "clean, 1 when anything is found, 2 for bad input.",
+        "clean, 1 when anything --fail-on names is found, 2 for bad input.",
+        epilog=_examples(
+            prog,
+            "audit --live -A",
+            "audit --live -n shop --policy api-ssd.yaml",
+            "audit --cluster cluster.yaml --fail-on violation,refused -o json",
+        ),
     )
     _add_cluster_source(aud, namespace=False)  # audit's -n takes several namespaces
     aud.add_argument(
@@ -678,13 +973,28 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "(repeatable)",
     )
     aud.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the what-if of another one")
-    aud.add_argument(
+    where = aud.add_mutually_exclusive_group()
+    where.add_argument(
         "-n", "--namespace", action="append", metavar="NAME", help="audit only this namespace (repeatable)"
     )
-    aud.add_argument("--output", choices=("table", "json"), default="table")
+    where.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="audit every namespace (the default without -n)"
+    )
+    aud.add_argument(
+        "--fail-on",
+        default="all",
+        metavar="KINDS",
+        help="the kinds of finding that exit 1: a comma list of violation, refused, deprecated, invalid; "
+        "all (default) or none (always exit 0 unless the input is bad)",
+    )
+    add_output_args(
+        aud,
+        wide_help="one row per finding, with the pods it collides with",
+        name_help="pod/NAME of each pod with a finding",
+    )
     aud.set_defaults(func=cmd_audit)
 
-    _add_rebalance_parser(sub)
+    _add_rebalance_parser(sub, prog)
 
     srv = sub.add_parser(
         "serve",
@@ -692,6 +1002,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Serve the kube-scheduler extender verbs (POST /filter /prioritize /bind /preempt), the "
         "Placement Simulation API (POST /simulate), /healthz, /readyz and /metrics. The cluster comes from "
         "list+watch through the kubeconfig (or the pod's service account), or from a snapshot file.",
+        epilog=_examples(prog, "serve --cluster examples/cluster.yaml", "serve --host 0.0.0.0 --port 8888"),
     )
     srv.add_argument("--cluster", metavar="FILE", help="serve from a snapshot file instead of a live cluster")
     add_kubeconfig_args(srv)
@@ -737,6 +1048,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Compile every PlacementPolicy and write its Ready condition, observedGeneration and "
         "governed pod count; serve the admission webhooks that refuse pods, workloads and policies with "
         "invalid berth specifications (HTTPS).",
+        epilog=_examples(prog, "operator --standalone --webhook-self-signed --manage-webhooks"),
     )
     add_kubeconfig_args(op)
     op.add_argument("--namespace", action="append", default=[], help="watch only this namespace (repeatable)")
@@ -776,6 +1088,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "that will not apply: misspelt, deprecated, outside the pod template, on pods another scheduler "
         "places; a file with nothing for berth). Exit 2 when there is any problem, 1 with --strict when "
         "there is a warning, else 0.",
+        epilog=_examples(prog, "validate deploy/*.yaml", "validate --config allocator.yaml app-1.yaml"),
     )
     val.add_argument("files", nargs="+", metavar="FILE", help="manifest files; - reads standard input")
     val.add_argument(
@@ -797,6 +1110,30 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="json: the objects checked, the errors and the warnings, each with file, object, field and rule",
     )
     val.set_defaults(func=cmd_validate)
+
+    ver = sub.add_parser(
+        "version",
+        help="berth's version and the commit it was built from",
+        description="Print berth's version and the git commit it was built from (the image's build "
+        "argument BERTH_COMMIT, or the checkout berth runs from; unknown otherwise).",
+        epilog=_examples(prog, "version", "version -o json"),
+    )
+    ver.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    ver.set_defaults(func=cmd_version)
+
+    comp = sub.add_parser(
+        "completion",
+        help="the shell completion script for bash, zsh or fish",
+        description="Print a script that completes berth's commands and options in the shell.",
+        epilog=_examples(
+            prog,
+            "completion bash > ~/.local/share/bash-completion/completions/berth",
+            'completion zsh > "${fpath[1]}/_berth"',
+            "completion fish > ~/.config/fish/completions/berth.fish",
+        ),
+    )
+    comp.add_argument("shell", choices=SHELLS)
+    comp.set_defaults(func=lambda args: cmd_completion(args, parser))
     return parser
 
 
@@ -811,8 +1148,26 @@ def main(argv: Sequence[str] | None = None, prog: str = "berth") -> int:
     except BerthError as exc:
         lines = getattr(exc, "errors", None) or [exc.message]
         for line in lines if len(lines) > 1 else [exc.message]:
-            print(f"berth: {line}", file=sys.stderr)
+            print(f"berth: {_one_line(line)}", file=sys.stderr)
         return EXIT_INVALID
+    except (AttributeError, TypeError, ValueError, KeyError, RecursionError) as exc:
+        if args.command in LONG_RUNNING or os.environ.get(TRACEBACK_ENV):
+            raise
+        # An object of an input with a field of an unexpected type that no check named: one line, as
+        # for any bad input; BERTH_TRACEBACK=1 shows where it was found.
+        print(
+            f"berth: {args.command}: cannot use the input: {type(exc).__name__}: {_one_line(str(exc))} "
+            f"({TRACEBACK_ENV}=1 shows where)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+
+
+TRACEBACK_ENV = "BERTH_TRACEBACK"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) if "\n" in text else text
 
 
 if __name__ == "__main__":

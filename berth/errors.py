@@ -8,6 +8,7 @@
     │   └── RuleCompileError      a regular expression or CEL rule does not compile
     ├── NoFit                     409-like: the specification is valid but no node fits
     ├── SnapshotError             a cluster snapshot file cannot be read
+    │   └── InputError            a file (or stdin) is not UTF-8/UTF-16 text of YAML or JSON objects
     └── ClusterViewError          internal: the cluster view is inconsistent
 
 A node that a rule rejects is a `berth.engine.Reason`, never an exception.
@@ -89,3 +90,8 @@ class SnapshotError(BerthError):
 
 class ClusterViewError(BerthError):
     """The cluster view is internally inconsistent (a bug, not bad input)."""
+
+
+class InputError(SnapshotError):
+    """A file or standard input that is not text berth reads (UTF-8, or UTF-16 with its byte order
+    mark) of YAML or JSON objects, or cannot be read at all; the message names it, in one line."""

@@ -32,7 +32,7 @@ import msgspec
 import orjson
 
 from berth import annotations as ann
-from berth.audit import audit_pod, hard_only, subjects
+from berth.audit import audit_pod, hard_only, subjects, youngest_first
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Pipeline, decide
@@ -127,16 +127,6 @@ def not_evictable(pod: Pod, *, include_bare: bool = False) -> str | None:
     return None
 
 
-def _age_order(pod: Pod) -> tuple:
-    # Youngest first: the latest start (or creation) first; pods a rebalance moved come last.
-    started = pod.start_time or pod.creation
-    return (moved_by_rebalance(pod), _descending(started), pod.key)
-
-
-def _descending(stamp: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in stamp) if stamp else ()
-
-
 def plan(
     view: ClusterView,
     rules: Pipeline,
@@ -159,7 +149,8 @@ def plan(
             breaking.append(pod)
     from_node: Counter = Counter()
     in_namespace: Counter = Counter()
-    for i, pod in enumerate(sorted(breaking, key=_age_order)):
+    # Youngest first, as audit counts the excess; the pods a rebalance moved come last (a stable sort).
+    for i, pod in enumerate(sorted(youngest_first(breaking), key=moved_by_rebalance)):
         found = audit_pod(view, here, pod)
         rule_names = tuple(dict.fromkeys(v.rule for v in found.violations))
         if not found.violations:

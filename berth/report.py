@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from berth.audit import AuditReport
     from berth.capacity import Capacity
     from berth.rebalance import Plan
+    from berth.simulate_diff import PodChange
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12
@@ -40,7 +41,7 @@ def _part_label(step: str) -> str:
     return name.removeprefix("score-").upper()
 
 
-def table(decision: Decision, *, detail: bool = False) -> str:
+def table(decision: Decision, *, detail: bool = False, headers: bool = True) -> str:
     lines: list[str] = []
     if decision.error:
         head = f"pod {decision.pod}: not placed ({decision.error.code}) - {decision.error.message}"
@@ -60,7 +61,7 @@ def table(decision: Decision, *, detail: bool = False) -> str:
     order = {name: i for i, name in enumerate(decision.chain)}
     part_names.sort(key=lambda name: order.get(name, len(order)))
     header = ["", "NODE", "FEASIBLE", "SCORE", *(_part_label(p) for p in part_names), "REASONS"]
-    rows = [header]
+    rows = [header]  # measured with the header, so columns line up with or without it
     for node in sorted(decision.nodes, key=_order):
         mark = "*" if node.name == decision.chosen else ""
         feasible = "yes" if node.feasible else "no"
@@ -70,7 +71,7 @@ def table(decision: Decision, *, detail: bool = False) -> str:
         reasons = "; ".join(str(r) for r in node.reasons)
         rows.append([mark, node.name, feasible, _fmt(node.score), *parts, reasons])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for row in rows:
+    for row in rows if headers else rows[1:]:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
         lines.append(("  ".join(cells) + "  " + row[-1]).rstrip())
 
@@ -125,9 +126,9 @@ def _order(node: NodeResult) -> tuple:
     return (rank, -(node.score or 0.0), node.name)
 
 
-def capacity_table(report: Capacity) -> str:
+def capacity_table(report: Capacity, *, wide: bool = False, headers: bool = True) -> str:
     """`berth capacity` for people: how many more pods fit, per node how many went there, and why
-    each node refused the next one."""
+    each node refused the next one; wide adds the decision that refuses the next pod."""
     if report.invalid:
         return f"pod {report.pod}: none fit: the specification is invalid: {report.invalid}"
     total = (
@@ -136,37 +137,76 @@ def capacity_table(report: Capacity) -> str:
     lines = [f"pod {report.pod}: {total} more fit in the cluster"]
     if report.refusal is not None and report.refusal.error is not None:
         lines.append(f"the next one is refused: {report.refusal.error.message}")
-    header = ["NODE", "FITS", "PODS", "LIMITED BY"]
-    rows = [header]
-    for node in sorted(report.nodes, key=lambda n: (-n.fits, n.name)):
-        rows.append([node.name, str(node.fits), str(node.pods), node.limited_by or "-"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    lines += ["  ".join([*(c.ljust(widths[i]) for i, c in enumerate(r[:-1])), r[-1]]).rstrip() for r in rows]
+    rows = [
+        [node.name, str(node.fits), str(node.pods), node.limited_by or "-"]
+        for node in sorted(report.nodes, key=lambda n: (-n.fits, n.name))
+    ]
+    lines += aligned(["NODE", "FITS", "PODS", "LIMITED BY"], rows, headers=headers)
+    if wide and report.refusal is not None:
+        lines += ["", "the next one:", table(report.refusal, headers=headers)]
     return "\n".join(lines)
 
 
-def audit_table(report: AuditReport) -> str:
-    """`berth audit` for people: one section per kind of finding, violations grouped by rule."""
+def aligned(header: list[str], rows: list[list[str]], *, headers: bool = True) -> list[str]:
+    """Rows in columns as wide as their widest cell (the header's too, shown or not); the last
+    column is not padded."""
+    every = [header, *rows]
+    widths = [max(len(r[i]) for r in every) for i in range(len(header) - 1)]
+    return [
+        "  ".join([*(c.ljust(widths[i]) for i, c in enumerate(r[:-1])), r[-1]]).rstrip()
+        for r in (every if headers else rows)
+    ]
+
+
+def audit_table(report: AuditReport, *, wide: bool = False, headers: bool = True) -> str:
+    """`berth audit` for people: one section per kind of finding, violations grouped by rule, each
+    with the pods it collides with; wide: one row per finding. The warnings come first, then the
+    findings or "clean"."""
+    lines = [f"warning: {w}" for w in report.warnings]
+    if wide:
+        return "\n".join(lines + _audit_rows(report, headers=headers))
     if report.clean:
-        return f"clean: {report.checked} pod(s) checked, nothing found"
-    lines = [f"{report.findings()} finding(s) in {report.checked} pod(s) checked"]
+        return "\n".join([*lines, f"clean: {report.checked} pod(s) checked, nothing found"])
+    if headers:
+        lines.append(f"{report.findings()} finding(s) in {report.checked} pod(s) checked")
+
+    def section(title: str) -> None:
+        if headers:
+            lines.extend(["", title])
+
     if report.violations:
-        lines += ["", f"VIOLATIONS: the node the pod is on breaks a hard rule ({len(report.violations)})"]
+        section(f"VIOLATIONS: the node the pod is on breaks a hard rule ({len(report.violations)})")
         for rule, found in report.by_rule().items():
-            lines.append(f"  {rule} ({len(found)})")
-            lines += [f"    {v.pod} on {v.node}: {v.reason}" for v in found]
+            if headers:
+                lines.append(f"  {rule} ({len(found)})")
+            lines += [f"    {v.pod} on {v.node}: {v.reason}{_collides(v.collides_with)}" for v in found]
     if report.refused:
-        lines += ["", f"REFUSED ON RESCHEDULE: no node satisfies the pod now ({len(report.refused)})"]
+        section(f"REFUSED ON RESCHEDULE: no node satisfies the pod now ({len(report.refused)})")
         for r in report.refused:
             rules = ", ".join(r.rules) or "the chain"
             lines.append(f"  {r.pod} on {r.node}, refused by {rules}: {r.message}")
     if report.deprecated:
-        lines += ["", f"DEPRECATED: weighted affinity ({len(report.deprecated)})"]
+        section(f"DEPRECATED: weighted affinity ({len(report.deprecated)})")
         lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.deprecated]
     if report.invalid:
-        lines += ["", f"INVALID: the specification is refused ({len(report.invalid)})"]
+        section(f"INVALID: the specification is refused ({len(report.invalid)})")
         lines += [f"  {n.pod} on {n.node}: {n.message}" for n in report.invalid]
     return "\n".join(lines)
+
+
+def _collides(pods: Sequence[str]) -> str:
+    return f" (collides with {', '.join(pods)})" if pods else ""
+
+
+def _audit_rows(report: AuditReport, *, headers: bool) -> list[str]:
+    rows = [
+        ["violation", v.pod, v.node, v.rule, ",".join(v.collides_with) or "-", v.reason]
+        for v in sorted(report.violations, key=lambda v: (v.pod, v.rule))
+    ]
+    rows += [["refused", r.pod, r.node, ",".join(r.rules) or "-", "-", r.message] for r in report.refused]
+    rows += [["deprecated", n.pod, n.node, "-", "-", n.message] for n in report.deprecated]
+    rows += [["invalid", n.pod, n.node, "-", "-", n.message] for n in report.invalid]
+    return aligned(["KIND", "POD", "NODE", "RULE", "COLLIDES WITH", "REASON"], rows, headers=headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +243,16 @@ def replica_summary(decisions: Sequence[Decision]) -> ReplicaSummary:
     )
 
 
-def summary_table(summary: ReplicaSummary) -> str:
-    spread = ", ".join(f"{node} {count}" for node, count in summary.per_node.items()) or "none"
-    lines = [f"placed {summary.placed} of {summary.total}; pods per node: {spread}"]
+def summary_table(summary: ReplicaSummary, *, per_node: bool = False, headers: bool = True) -> str:
+    """The workload's outcome in a line or two; `per_node`: a table of pods per node, then the totals
+    (simulate --summary, in place of one table per replica)."""
+    if per_node:
+        rows = [[node, str(count)] for node, count in summary.per_node.items()]
+        lines = aligned(["NODE", "PODS"], rows, headers=headers) if rows else []
+        lines.append(f"placed {summary.placed} of {summary.total}, refused {summary.total - summary.placed}")
+    else:
+        spread = ", ".join(f"{node} {count}" for node, count in summary.per_node.items()) or "none"
+        lines = [f"placed {summary.placed} of {summary.total}; pods per node: {spread}"]
     if summary.first_refused:
         lines.append(f"first refusal: {summary.first_refused} {summary.first_reason}")
     return "\n".join(lines)
@@ -234,4 +281,12 @@ def plan_table(found: Plan, *, applied: bool, outcomes: Sequence[Any] = ()) -> s
         for k in found.kept:
             rules = f" ({', '.join(k.rules)})" if k.rules else ""
             lines.append(f"  = {k.pod} on {k.node}{rules}: {k.why}")
+    return "\n".join(lines)
+
+
+def diff_table(found: Sequence[PodChange], pods: int, *, headers: bool = True) -> str:
+    """simulate --diff for people: the pods the what-if changes, before -> after, and why."""
+    rows = [[c.pod, f"{c.before} -> {c.after}", c.reason] for c in found]
+    lines = aligned(["POD", "BEFORE -> AFTER", "REASON"], rows, headers=headers) if rows else []
+    lines.append(f"{len(found)} of {pods} pod(s) change with the what-if")
     return "\n".join(lines)

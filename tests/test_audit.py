@@ -164,7 +164,8 @@ def test_a_violation_of_every_policy_type_names_the_policy(kind):
     report = _audit(n1, n2, cn("n3"), policy("p", tree, {APP: "web"}), *pods)
     found = _violations(report)
     assert set(found) == {"policy/placement-policy"}
-    assert ("shop/web-0", "n1") in found["policy/placement-policy"]
+    # web-1, the younger (by name: neither started), is the one beyond what the rule allows
+    assert ("shop/web-1", "n1") in found["policy/placement-policy"]
     reason = report.violations[0].reason
     assert reason.startswith(f"policy/placement-policy: PlacementPolicy shop/p: {failed}")
 
@@ -202,7 +203,8 @@ def test_policy_counts_are_the_governed_bound_pods_and_those_the_policy_refuses_
         vm("db-0", namespace="shop", node="n1", labels={APP: "db"}),
     )
     counts = policy_counts(v, v.policy("shop", "one"), compile_pod)
-    assert (counts.governed, counts.violating) == (3, 2)
+    # web-0 and web-1 share n1: one of them (web-1, the younger) is beyond what the policy allows
+    assert (counts.governed, counts.violating) == (3, 1)
     assert len(list(v.pods())) == 4  # every pod is back in the view
 
 
@@ -240,13 +242,12 @@ def test_the_what_if_of_a_policy_shows_the_three_running_pods_it_would_break(tmp
     out = json.loads(capsys.readouterr().out)
     assert code == 1
     assert out["checked"] == 5
-    pairs = sorted((v["pod"], v["node"]) for v in out["violations"]["policy/placement-policy"])
-    # Each pod of a pair sees the other: both break ONE_PER_HOST; web-4 alone on n3 does not.
-    assert pairs == [
-        ("shop/web-0", "n1"),
-        ("shop/web-1", "n1"),
-        ("shop/web-2", "n2"),
-        ("shop/web-3", "n2"),
+    found = out["violations"]["policy/placement-policy"]
+    # Each pair is one pod too many for ONE_PER_HOST: the younger (by name, neither started) is
+    # reported, naming the pod it shares the node with; web-4 alone on n3 breaks nothing.
+    assert [(v["pod"], v["node"], v["collidesWith"]) for v in found] == [
+        ("shop/web-1", "n1", ["shop/web-0"]),
+        ("shop/web-3", "n2", ["shop/web-2"]),
     ]
     assert out["refusedOnReschedule"] == []  # n4 would take any of them
 
@@ -289,7 +290,9 @@ def test_the_what_if_of_a_configuration_counts_capacity_with_its_ratios(tmp_path
     assert main(["audit", "--cluster", cluster, "--output", "json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert set(out["violations"]) == {"alloc/hard-filter-min-ram"}
-    assert len(out["violations"]["alloc/hard-filter-min-ram"]) == 2
+    # Together they overfill n1: b, the younger, is the one too many, beside a.
+    (found,) = out["violations"]["alloc/hard-filter-min-ram"]
+    assert (found["pod"], found["collidesWith"]) == ("shop/b", ["shop/a"])
     loose = tmp_path / "config.yaml"
     loose.write_text("defaults:\n  overprovision_ratio_ram: 1.5\n")
     assert main(["audit", "--cluster", cluster, "--config", str(loose)]) == 0
@@ -324,3 +327,124 @@ def test_namespace_limits_the_audit_to_the_pods_of_that_namespace(tmp_path, caps
     assert main(["audit", "--cluster", cluster, "--namespace", "etl", "--output", "json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["checked"] == 1 and [r["pod"] for r in out["refusedOnReschedule"]] == ["etl/b"]
+
+
+# -- the excess, not every pod of a collision; --fail-on; what-if warnings ----------------------------
+def _started(obj: dict[str, Any], at: str) -> dict[str, Any]:
+    obj.setdefault("status", {})["startTime"] = at
+    return obj
+
+
+def test_three_pods_of_a_one_per_host_policy_on_a_node_are_two_findings_the_youngest(tmp_path, capsys):
+    # started: c first, then a, then b: c keeps its place, a and b are the two too many
+    pods = [
+        _started(_web("a", "n1"), "2026-01-02T00:00:00Z"),
+        _started(_web("b", "n1"), "2026-01-03T00:00:00Z"),
+        _started(_web("c", "n1"), "2026-01-01T00:00:00Z"),
+    ]
+    one = policy("one", {"type": "ONE_PER_HOST"}, {APP: "web"})
+    cluster = _write(tmp_path, "cluster.yaml", k8s_list(cn("n1"), cn("n2"), one, *pods))
+    assert main(["audit", "--cluster", cluster, "--output", "json"]) == 1
+    found = json.loads(capsys.readouterr().out)["violations"]["policy/placement-policy"]
+    assert [(v["pod"], v["collidesWith"]) for v in found] == [
+        ("shop/a", ["shop/c"]),  # b, the youngest, is already counted as too many
+        ("shop/b", ["shop/c", "shop/a"]),
+    ]
+    assert main(["audit", "--cluster", cluster]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "2 finding(s) in 3 pod(s) checked"
+    assert "    shop/b on n1: policy/placement-policy: PlacementPolicy shop/one: ONE_PER_HOST" in out
+    assert out.count("(collides with shop/c, shop/a)") == 1 and out.count("(collides with shop/c)") == 1
+    assert "shop/c on" not in out
+
+
+def test_a_rule_about_the_node_keeps_every_pod_that_breaks_it():
+    # no other pod can make a node carry the ssd tag: each pod on n1 breaks MATCH_TAG on its own
+    report = _audit(
+        cn("n1"),
+        policy("ssd", {"type": "MATCH_TAG", "tag": "ssd"}, {APP: "web"}),
+        _web("web-0", "n1"),
+        _web("web-1", "n1"),
+    )
+    assert [(v.pod, v.collides_with) for v in report.violations] == [("shop/web-0", ()), ("shop/web-1", ())]
+
+
+def _deprecated_and_violating(tmp_path) -> str:
+    return _write(
+        tmp_path,
+        "cluster.yaml",
+        k8s_list(
+            cn("n1"),
+            vm("batch-0", namespace="shop", node="n1", annotations={"berth.dev/tags": ["batch"]}),
+            _web("web-0", "n1", **{"berth.dev/affinity": {"require_without_tag": ["batch"]}}),
+            _web("old-0", "n1", **{"berth.dev/affinity": {"cache": 2}}),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code"),
+    [
+        ("all", 1),
+        ("violation", 1),
+        ("deprecated", 1),
+        ("invalid", 0),
+        ("invalid,refused", 1),  # web-0: no other node, so it is refused on reschedule too
+        ("none", 0),
+    ],
+)
+def test_fail_on_chooses_the_kinds_of_finding_that_exit_1(tmp_path, capsys, fail_on, code):
+    cluster = _deprecated_and_violating(tmp_path)
+    assert main(["audit", "--cluster", cluster, "--fail-on", fail_on]) == code
+    assert "finding(s)" in capsys.readouterr().out  # the report is the same whatever exits 1
+
+
+def test_an_unknown_fail_on_kind_is_bad_input_naming_the_kinds(tmp_path, capsys):
+    cluster = _deprecated_and_violating(tmp_path)
+    assert main(["audit", "--cluster", cluster, "--fail-on", "violations"]) == 2
+    err = capsys.readouterr().err
+    assert "--fail-on: unknown kind 'violations'" in err and "violation, refused, deprecated, invalid" in err
+
+
+def test_audit_name_and_wide_outputs(tmp_path, capsys):
+    cluster = _deprecated_and_violating(tmp_path)
+    main(["audit", "--cluster", cluster, "-o", "name"])
+    assert capsys.readouterr().out.split() == ["pod/old-0", "pod/web-0"]
+    main(["audit", "--cluster", cluster, "-o", "wide"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["KIND", "POD", "NODE", "RULE"]
+    assert [line.split()[0] for line in lines[1:]] == ["violation", "refused", "deprecated"]
+    main(["audit", "--cluster", cluster, "-o", "wide", "--no-headers"])
+    assert capsys.readouterr().out.split()[0] == "violation"
+
+
+def test_a_what_if_policy_that_governs_no_running_pod_says_so(tmp_path, capsys):
+    cluster = _two_per_node(tmp_path)
+    nobody = _write(tmp_path, "nobody.yaml", policy("nobody", {"type": "ONE_PER_HOST"}, {APP: "api"}))
+    assert main(["audit", "--cluster", cluster, "--policy", nobody]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        f"warning: {nobody}: PlacementPolicy shop/nobody governs no running pod in namespace shop: "
+        "the what-if changes nothing there"
+    )
+    assert out[1].startswith("clean: ")
+    main(["audit", "--cluster", cluster, "--policy", nobody, "--output", "json"])
+    (warning,) = json.loads(capsys.readouterr().out)["warnings"]
+    assert "governs no running pod" in warning
+
+
+def test_a_what_if_policy_without_a_namespace_says_where_it_is_applied(tmp_path, capsys):
+    cluster = _two_per_node(tmp_path)
+    spread = policy("spread", {"type": "ONE_PER_HOST"}, {APP: "web"})
+    del spread["metadata"]["namespace"]
+    path = _write(tmp_path, "spread.yaml", spread)
+    # as kubectl apply: in default, where no pod is
+    assert main(["audit", "--cluster", cluster, "--policy", path]) == 0
+    out = capsys.readouterr().out
+    assert f"warning: {path}: PlacementPolicy spread has no namespace: applied in namespace default" in out
+    assert "PlacementPolicy default/spread governs no running pod in namespace default" in out
+    # with -n, in that namespace, where it governs the web pods
+    assert main(["audit", "--cluster", cluster, "--policy", path, "-n", "shop"]) == 1
+    out = capsys.readouterr().out
+    assert "applied in namespace shop" in out and "governs no running pod" not in out
+    assert "shop/web-1 on n1: policy/placement-policy: PlacementPolicy shop/spread" in out

@@ -1,7 +1,7 @@
 """The layers of the tree, read from its source: no import circle (imports inside functions and under
 TYPE_CHECKING count), and each layer imports only those below it:
 
-    errors, annotations, json_annotation            (leaves)
+    errors, annotations, json_annotation, inputs    (leaves)
     cluster            the model, the view, the API client
     engine             decide(), the step contract
     vocab              the vocabularies' steps, compiled into the engine's terms
@@ -111,7 +111,7 @@ def test_there_is_no_import_circle():
     assert _cycles() == []
 
 
-LEAVES = ("berth.errors", "berth.annotations", "berth.json_annotation")
+LEAVES = ("berth.errors", "berth.annotations", "berth.json_annotation", "berth.inputs")
 # What each layer may import besides the package's own __init__ (its version).
 ALLOWED = {
     "leaves": LEAVES,

@@ -296,7 +296,7 @@ def test_evictions_write_the_target_first_skip_a_pod_a_budget_protects_and_count
         *(cn(f"n{i}") for i in range(1, 5)),
         ONE_PER_HOST,
         web("web-a", "n1"),
-        web("web-b", "n1", started="2026-12-01T11:00:00Z"),
+        web("web-b", "n1", started="2026-12-01T11:30:00Z"),
         web("web-c", "n2"),
         web("web-d", "n2", started="2026-12-01T11:00:00Z"),
     )

@@ -10,17 +10,14 @@ kube-scheduler's default spreading and pod affinity read.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-import yaml
-
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
+from berth.inputs import label, read_documents  # read_documents: the readers of manifests import it here
 
 # What kube's default spreading and pod affinity read besides nodes and pods (ClusterView.upsert_workload).
 WORKLOAD_KINDS = (
@@ -31,46 +28,7 @@ WORKLOAD_KINDS = (
     "Namespace",
     "PodDisruptionBudget",
 )
-# libyaml when PyYAML was built with it: the pure-Python loader takes minutes on 150k pods.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def read_documents(path: str | Path) -> list[dict[str, Any]]:
-    """Every object in a YAML or JSON file, with `List` kinds flattened."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SnapshotError(f"cannot read: {exc.strerror}", source=source) from exc
-    docs = _json_documents(data)
-    if docs is None:
-        try:
-            docs = [d for d in yaml.load_all(data.decode("utf-8"), Loader=_YAML_LOADER) if d is not None]
-        except yaml.YAMLError as exc:
-            raise SnapshotError(f"not valid YAML or JSON: {exc}", source=source) from exc
-    return list(_flatten(docs, source))
-
-
-def _json_documents(data: bytes) -> list[Any] | None:
-    """The document of a JSON file (what `kubectl get -o json` writes), read at JSON speed; None
-    when the file is not JSON (YAML reads it, and names any error)."""
-    if data.lstrip()[:1] not in (b"{", b"["):
-        return None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return [] if value is None else [value]
-
-
-def _flatten(docs: list[Any], source: str) -> Iterator[dict[str, Any]]:
-    for doc in docs:
-        if not isinstance(doc, dict):
-            raise SnapshotError(f"expected Kubernetes objects, found {type(doc).__name__}", source=source)
-        if doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
-            yield from _flatten(doc["items"], source)
-        else:
-            yield doc
+SNAPSHOT_HINT = "a cluster snapshot is what `kubectl get nodes,pods -A -o yaml` writes"
 
 
 @dataclass
@@ -96,6 +54,7 @@ def load_snapshot(path: str | Path) -> Snapshot:
 
 def _load(path: str | Path) -> Snapshot:
     objects = read_documents(path)
+    source = label(path)
     view = ClusterView()
     policies: list[dict[str, Any]] = []
     pods = []
@@ -103,7 +62,11 @@ def _load(path: str | Path) -> Snapshot:
         kind = obj.get("kind")
         try:
             if kind == "Node":
-                view.upsert_node(node_from_k8s(obj))
+                node = node_from_k8s(obj)
+                if view.node(node.name) is not None:
+                    # A merge of two snapshots: one would silently stand for both.
+                    raise SnapshotError(f"node {node.name} appears twice", source=source)
+                view.upsert_node(node)
             elif kind == "Pod":
                 pods.append(pod_from_k8s(obj))
             elif kind == "PlacementPolicy":
@@ -112,7 +75,25 @@ def _load(path: str | Path) -> Snapshot:
             elif kind in WORKLOAD_KINDS:
                 view.upsert_workload(obj)
         except SnapshotError as exc:
-            raise SnapshotError(exc.message, source=str(path)) from exc
+            if exc.source == source:
+                raise
+            raise SnapshotError(exc.message, source=source) from exc
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # A field of the wrong type (a list where kubectl writes a mapping): named, not a traceback.
+            raise SnapshotError(f"{_name(obj)}: a field of the wrong type ({exc})", source=source) from exc
     for pod in pods:
         view.add_pod(pod)
-    return Snapshot(view=view, policies=policies, source=str(path))
+    return Snapshot(view=view, policies=policies, source=source)
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{obj.get('kind') or 'object'} {name or '<unnamed>'}"
+
+
+def check_cluster(snapshot: Snapshot) -> None:
+    """Refuse a snapshot file with no node: nothing could be placed, and the file is most likely not a
+    snapshot at all (a pod manifest given as --cluster, an empty `kubectl get` output)."""
+    if len(snapshot.view) == 0:
+        raise SnapshotError(f"no Node in it: {SNAPSHOT_HINT}", source=snapshot.source)

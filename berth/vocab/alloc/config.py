@@ -24,7 +24,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from berth.errors import InvalidConfig
+from berth.errors import InputError, InvalidConfig
+from berth.inputs import label, parse_documents, read_text
 from berth.json_annotation import show
 from berth.vocab import step_names
 from berth.vocab.alloc.custom import load_path
@@ -189,18 +190,22 @@ DEFAULT_CONFIG = AllocatorConfig()
 
 def load_config(path: str | Path) -> AllocatorConfig:
     """The configuration in a YAML or JSON file; InvalidConfig lists every problem."""
-    source = str(path)
+    source = label(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidConfig(f"{source}: cannot read: {exc.strerror}", field="") from exc
-    try:
-        data = yaml.safe_load(text)
-        if isinstance(data, dict) and data.get("kind") == "ConfigMap":
-            # The chart's form: the file under the ConfigMap's data key allocator.yaml.
-            data = yaml.safe_load(((data.get("data") or {}).get(CONFIG_MAP_KEY)) or "")
-    except yaml.YAMLError as exc:
-        raise InvalidConfig(f"{source}: not valid YAML or JSON: {exc}", field="") from exc
+        docs = parse_documents(read_text(path), source)
+    except InputError as exc:
+        raise InvalidConfig(exc.message, field="") from exc
+    if len(docs) > 1:
+        raise InvalidConfig(f"{source}: one configuration per file, found {len(docs)} documents", field="")
+    data = docs[0] if docs else None
+    if isinstance(data, dict) and data.get("kind") == "ConfigMap":
+        # The chart's form: the file under the ConfigMap's data key allocator.yaml.
+        embedded = (data.get("data") or {}).get(CONFIG_MAP_KEY) if isinstance(data.get("data"), dict) else ""
+        try:
+            data = yaml.safe_load(embedded or "")
+        except yaml.YAMLError as exc:
+            problem = f"{source}: data.{CONFIG_MAP_KEY}: not valid YAML: {str(exc).splitlines()[0]}"
+            raise InvalidConfig(problem, field="") from exc
     return parse_config({} if data is None else data, source=source)
 
 
