@@ -6,12 +6,12 @@
     │   ├── InvalidPolicy         a PlacementPolicy is malformed
     │   ├── InvalidConfig         the allocator configuration is malformed
     │   └── RuleCompileError      a regular expression or CEL rule does not compile
-    ├── NoFit                     409-like: the specification is valid but no node fits
     ├── SnapshotError             a cluster snapshot file cannot be read
     │   └── InputError            a file (or stdin) is not UTF-8/UTF-16 text of YAML or JSON objects
-    └── ClusterViewError          internal: the cluster view is inconsistent
+    └── (ApiError, berth.cluster.kubeapi: the API server refused or could not be reached)
 
-A node that a rule rejects is a `berth.engine.Reason`, never an exception.
+A node that a rule rejects is a `berth.engine.Reason`, and a pod no node fits is a Decision with a 409
+error, never an exception.
 """
 
 from __future__ import annotations
@@ -68,16 +68,6 @@ class RuleCompileError(SpecError):
     """A regular expression or CEL rule does not compile or breaks a limit."""
 
 
-class NoFit(BerthError):
-    """The specification is valid but no node can host the pod (HTTP 409)."""
-
-    code = 409
-
-    def __init__(self, message: str, *, decision: Any = None) -> None:
-        super().__init__(message)
-        self.decision = decision
-
-
 class SnapshotError(BerthError):
     """A cluster snapshot file cannot be read or holds an unusable object."""
 
@@ -86,10 +76,6 @@ class SnapshotError(BerthError):
     def __init__(self, message: str, *, source: str) -> None:
         super().__init__(f"{source}: {message}", source=source)
         self.source = source
-
-
-class ClusterViewError(BerthError):
-    """The cluster view is internally inconsistent (a bug, not bad input)."""
 
 
 class InputError(SnapshotError):
