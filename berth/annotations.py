@@ -1,4 +1,4 @@
-"""The names berth reads on Kubernetes objects (DESIGN.md, "Kubernetes mapping")."""
+"""The names berth reads on Kubernetes objects (docs/user-guide.md and docs/allocator.md describe them)."""
 
 from __future__ import annotations
 

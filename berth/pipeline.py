@@ -1,8 +1,8 @@
 """The chain every pod runs through, built top to bottom in one place.
 
 `build_pipeline(config, offline=...)` builds it from the allocator configuration's
-`allocationDescription`, or, without one, from berth's default chain (DESIGN.md, "How the
-vocabularies compose"; docs/allocator.md gives the reason for every position):
+`allocationDescription`, or, without one, from berth's default chain (docs/allocator.md gives the
+reason for every position):
 1. basic Kubernetes feasibility, offline only: kube-scheduler has done it when the extender is asked;
 2. hard filters: first the node's own state (cheap, and later steps read node data), then what the
    pod asks of the node (NIC tags, platform, traits), capacity under the overprovision ratios, strict

@@ -142,6 +142,8 @@ def capacity_table(report: Capacity, *, wide: bool = False, headers: bool = True
         for node in sorted(report.nodes, key=lambda n: (-n.fits, n.name))
     ]
     lines += aligned(["NODE", "FITS", "PODS", "LIMITED BY"], rows, headers=headers)
+    if any("cpu_cap" in node.limited_by for node in report.nodes):
+        lines.append("(cpu_cap is the allocator's CPU unit: 100 = one CPU, 25 = 250m)")
     if wide and report.refusal is not None:
         lines += ["", "the next one:", table(report.refusal, headers=headers)]
     return "\n".join(lines)

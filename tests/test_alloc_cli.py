@@ -105,6 +105,11 @@ def test_capacity_counts_how_many_more_pods_fit_per_node_and_in_the_cluster(file
     assert nodes["down"]["fits"] == 0 and nodes["down"]["limitedBy"].startswith("kube/node-ready")
     assert out["total"] == 7 and out["bounded"] is True
     assert out["refusal"].startswith("0/3 nodes are available")
+    # The table says what the allocator's CPU unit is where a node is limited by it.
+    assert main(["capacity", "--cluster", cluster, "--pod", pod]) == 0
+    table = capsys.readouterr().out
+    assert "alloc/hard-filter-min-cpu: not enough unreserved CPU" in table
+    assert "(cpu_cap is the allocator's CPU unit: 100 = one CPU, 25 = 250m)" in table
 
 
 def test_capacity_follows_the_configured_ratios_and_vm_limit(files, capsys):

@@ -126,7 +126,9 @@ def test_requests_must_fit_allocatable_minus_the_requests_of_placed_pods(place):
     reason = _reason(decision, "full")
     assert reason.kind is Kind.EXHAUSTED
     assert reason.message == "insufficient cpu"
-    assert reason.values == {"requested": 1500, "free": 1000}
+    # Quantities as kubectl writes them: the reason is read by people.
+    assert reason.values == {"requested": "1500m", "free": "1"}
+    assert str(reason) == "kube/resources: insufficient cpu (requested=1500m, free=1)"
 
 
 def test_extended_resources_are_counted_like_cpu_and_memory(place):
@@ -166,7 +168,7 @@ def test_init_containers_count_by_their_largest_and_overhead_adds(place):
     }
     decision = place(pod("p", spec=spec), node("n3", cpu="3"), node("n4", cpu="4"))
     assert decision.chosen == "n4"  # max(1+1, 3) + 0.5 = 3.5 cores
-    assert _reason(decision, "n3").values == {"requested": 3500, "free": 3000}
+    assert _reason(decision, "n3").values == {"requested": "3500m", "free": "3"}
 
 
 def test_kube_steps_run_only_on_the_offline_path():

@@ -4,7 +4,7 @@ filters accept (berth's kube/ steps, which the differential e2e test checks agai
 kube-scheduler). berth's own default chain adds no refusal where its rules say nothing.
 
 One deliberate difference is kept out (docs/extender.md): the allocator sizes a pod by its limits
-(its requests where it sets none), as the seed sizes an instance, where kube counts requests. Here the
+(its requests where it sets none), as sdc-designation sizes an instance, where kube counts requests. Here the
 pods' limits are their requests, or absent, as for a Guaranteed pod or one that sets only requests.
 """
 

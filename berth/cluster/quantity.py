@@ -52,3 +52,18 @@ def resource_units(name: str, value: str | int | float) -> int:
     if name == "cpu":
         return math.ceil(quantity * 1000)
     return math.ceil(quantity)
+
+
+BYTES = ("memory", "ephemeral-storage")
+
+
+def show_units(name: str, units: int) -> str:
+    """berth's integer unit of a resource as kubectl writes a quantity: cpu in millicores ("500m", or
+    "2" for whole CPUs), memory and storage in the largest binary unit that divides it ("512Mi")."""
+    if name == "cpu":
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    if name in BYTES or name.startswith("hugepages-"):
+        for suffix, size in reversed(_BINARY.items()):
+            if units and units % size == 0:
+                return f"{units // size}{suffix}"
+    return str(units)

@@ -28,7 +28,7 @@ class PlacementSummary:
 
 
 class Decision:
-    """The engine's one answer for one pod (DESIGN.md, principle 1).
+    """The engine's one answer for one pod (docs/engine.md).
 
     `nodes` (every node's result, in the order the nodes were asked about) and `steps` (the trace)
     are built on first read from the engine's ledger. The extender reads what it needs directly:

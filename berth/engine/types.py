@@ -19,7 +19,7 @@ class Kind(StrEnum):
 
 
 class Phase(StrEnum):
-    """Where a step stands in the chain (DESIGN.md, "How the vocabularies compose")."""
+    """Where a step stands in the chain (docs/engine.md, "The flow of one decision")."""
 
     HARD = "hard"  # removes nodes that cannot host the pod
     TIER = "tier"  # keeps only the nodes with the highest value (tag affinity)

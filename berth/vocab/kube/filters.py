@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.cluster.model import Node, Pod, Taint
+from berth.cluster.quantity import show_units
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, skip
 from berth.engine.types import Kind, Reason
@@ -199,6 +200,7 @@ class NodeResourcesFit(NodeFilter):
                     self.name,
                     Kind.EXHAUSTED,
                     f"insufficient {resource}",
-                    {"requested": wanted, "free": max(free, 0)},
+                    # as kubectl writes quantities: "500m" of cpu, "2Gi" of memory
+                    {"requested": show_units(resource, wanted), "free": show_units(resource, max(free, 0))},
                 )
         return None
