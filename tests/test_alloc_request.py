@@ -231,6 +231,14 @@ def test_the_package_is_resolved_from_the_configuration():
     assert request.package is not None and request.package.ram == 512
 
 
+def test_the_package_may_be_named_as_a_json_string_like_the_other_annotations():
+    request, problems = compile_alloc({"berth.dev/package": '"small"'}, config=PACKAGES)
+    assert problems == []
+    assert request.package is not None and request.package.ram == 512
+    _, problems = compile_alloc({"berth.dev/package": '""'}, config=PACKAGES)
+    assert problems == ["annotation berth.dev/package: no value specified"]
+
+
 def test_without_a_configuration_the_package_name_is_not_checked():
     request, problems = compile_alloc({"berth.dev/package": "anything"}, config=None)
     assert problems == []

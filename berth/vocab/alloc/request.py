@@ -135,6 +135,9 @@ def compile_alloc(
 
     if ann.PACKAGE in annotations:
         name = annotations[ann.PACKAGE].strip()
+        if len(name) >= 2 and name[0] == name[-1] == '"':
+            # The JSON form of a string, as the other berth annotations are JSON: "small" is small.
+            name = name[1:-1].strip()
         if not name:
             problems.append(f"annotation {ann.PACKAGE}: no value specified")
         elif config is not None:
