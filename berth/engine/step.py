@@ -16,9 +16,12 @@ definition: an override must give the same answer.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
 
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
@@ -140,7 +143,8 @@ class NodeFilter(Step):
     node_only: ClassVar[bool] = False
     # For a filter that can only remove nodes of some kind (tainted, cordoned): true of those, from
     # the node record alone. The engine then checks only them (found once per node records).
-    suspect: ClassVar[Callable[[Node], bool] | None] = None
+    # (a staticmethod, so that reading it through the instance gives the plain function)
+    suspect: ClassVar[staticmethod[[Node], bool] | None] = None
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         raise NotImplementedError
@@ -246,7 +250,10 @@ class Scorer(Step):
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         raise NotImplementedError
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> list[float]:
-        """The raw value of every candidate, in order."""
+    def raws(
+        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+    ) -> Sequence[float] | NDArray[np.float64]:
+        """The raw value of every candidate, in order: a list, or a float64 array from a scorer that
+        gathers them from the view's arrays (ScoreColumn scales either to the same scores)."""
         raw = self.raw
         return [float(raw(state, prepared, ctx)) for state in cands.values()]
