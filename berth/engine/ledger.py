@@ -110,7 +110,7 @@ class Listed(LazyReasons):
         self._members: set[str] | None = None
         self._shared = make(names[0]) if shared and names else None
         # (the candidates, what is left of them once these are removed), when the step made that
-        self.kept: tuple[Mapping[str, Any], dict[str, Any]] | None = None
+        self.kept: tuple[Mapping[str, Any], Candidates] | None = None
 
     def _set(self) -> set[str]:
         if self._members is None:
@@ -134,7 +134,7 @@ class Listed(LazyReasons):
     def shared(self) -> Reason | None:
         return self._shared
 
-    def kept_of(self, cands: Mapping[str, Any]) -> dict[str, Any] | None:
+    def kept_of(self, cands: Mapping[str, Any]) -> Candidates | None:
         """What is left of `cands` once these are removed, when the step made that dict already."""
         if self.kept is not None and self.kept[0] is cands:
             return self.kept[1]

@@ -30,6 +30,10 @@ from berth.engine.ledger import Sparse
 from berth.engine.slots import memo_for
 from berth.engine.types import Event, Phase, Reason, StepTrace
 
+# A scorer's raw values of its candidates, in order: a list, or a float64 array from a scorer that
+# gathers them from the view's arrays (berth.engine.ledger.ScoreColumn scales either to the same scores).
+Raws = Sequence[float] | NDArray[np.float64]
+
 
 class _Skip:
     """Returned by prepare(): the step does nothing for this pod."""
@@ -250,10 +254,7 @@ class Scorer(Step):
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         raise NotImplementedError
 
-    def raws(
-        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
-    ) -> Sequence[float] | NDArray[np.float64]:
-        """The raw value of every candidate, in order: a list, or a float64 array from a scorer that
-        gathers them from the view's arrays (ScoreColumn scales either to the same scores)."""
+    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> Raws:
+        """The raw value of every candidate, in order."""
         raw = self.raw
         return [float(raw(state, prepared, ctx)) for state in cands.values()]

@@ -118,7 +118,7 @@ class RequireWithoutTag(NodeFilter):
             return hit[1]
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
-        if hit is not None and len(prepared) == 1:
+        if memo is not None and hit is not None and len(prepared) == 1:
             # One tag, a few holders changed since (the pods placed meanwhile): the removals before,
             # with those nodes' entries made again. A dict keeps the order its keys came in, so the
             # removals keep the holders' order, as when made from scratch.

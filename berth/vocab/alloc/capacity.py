@@ -298,7 +298,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         # smallest value (the node the last pod of a burst went to), keep the same reserve.
         memo = memo_for(cands) if own is None else None
         known = memo.get(self.name) if memo is not None else None
-        if known is not None and known[0] is column:
+        if memo is not None and known is not None and known[0] is column:
             changed = column.changed_since(known[1])
             _, _, floor, in_reserve, reserve = known
             if changed is not None and all(

@@ -131,7 +131,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         version = view.owner_version(namespace)
         kept_as = (self.name, namespace)
         hit = memo.get(kept_as) if memo is not None else None
-        if hit is not None:
+        if memo is not None and hit is not None:
             changes = view.owners_changed_since(namespace, hit[0])
             mended = self._mend(hit, cands, namespace, changes, version)
             if mended is not None:

@@ -192,11 +192,13 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
             (w, -1) for w in affinity.preferred_anti
         ]:
             term = weighted.term
-            nodes = _without_self(term_nodes(term, view), ctx, term_selects(term, ctx.pod, view))
+            nodes: Mapping[str, int] = _without_self(
+                term_nodes(term, view), ctx, term_selects(term, ctx.pod, view)
+            )
             add(term, sign * weighted.weight, nodes)
     me = ctx.self_pod
     for terms, placed in view.pods_with_affinity().items():
-        nodes: Mapping[str, int] = placed  # read as it is: copied only to take the pod itself off
+        nodes = placed  # read as it is: copied only to take the pod itself off
         if me is not None and me.affinity == terms and placed.get(ctx.self_node):
             nodes = Counter(placed)
             nodes[ctx.self_node] -= 1

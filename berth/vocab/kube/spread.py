@@ -64,7 +64,7 @@ class Hard:
 def hard_state(constraints: tuple[SpreadConstraint, ...], ctx: PodContext) -> Hard:
     view: ClusterView = ctx.view
     keys = [c.topology_key for c in constraints]
-    counts = tuple(Counter() for _ in constraints)
+    counts: tuple[Counter[str], ...] = tuple(Counter() for _ in constraints)
     matching = [matching_nodes(c.selector, ctx) for c in constraints]
     for state in view.states():
         node = state.node
