@@ -51,7 +51,7 @@ class Pipeline:
     # Names the chain and the configuration it was built from (a placement record carries it).
     digest: str = ""
 
-    def names(self) -> list[Any]:
+    def names(self) -> list[Any] | str:
         return describe(self.chain)
 
     @cached_property

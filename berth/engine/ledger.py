@@ -274,7 +274,7 @@ class ScoreColumn(Column):
         """The weighted parts of an array column, made once when first read."""
         if self._weighted is None:
             self._weighted = self._weigh(np.empty(len(self.raws)))
-        return self._weighted  # type: ignore[return-value]
+        return self._weighted  # type: ignore[return-value]  # an array column's: an array, made above
 
     def add_weighted(self, total: np.ndarray, scratch: np.ndarray) -> None:
         """total += the weighted parts, elementwise (an array column over the same candidates)."""
@@ -305,7 +305,7 @@ class ScoreColumn(Column):
             return ScorePart(
                 raw=float(self.raws[i]), normalised=self.normalised[i], weighted=float(weighted[i])
             )
-        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])  # type: ignore[index]
+        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])  # type: ignore[index]  # list raws: made in __init__
 
     def __contains__(self, name: object) -> bool:
         return name in self.among

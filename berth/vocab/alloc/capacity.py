@@ -334,7 +334,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         are moved to their new places."""
         memo = memo_for(root)
         kept = memo.get(ORDER) if memo is not None else None
-        if kept is not None and kept[0] is column and kept[1] != column.version:
+        if memo is not None and kept is not None and kept[0] is column and kept[1] != column.version:
             changed = column.changed_since(kept[1])
             entries, by_name = kept[2], kept[3]
             values = column.values
@@ -346,7 +346,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
                     del entries[bisect_left(entries, old)]
                     by_name[name] = new = (-values[name], name)
                     insort(entries, new)
-                kept = memo[ORDER] = (column, column.version, entries, by_name)  # type: ignore[index]
+                kept = memo[ORDER] = (column, column.version, entries, by_name)
             else:
                 kept = None
         if kept is None or kept[0] is not column or kept[1] != column.version:

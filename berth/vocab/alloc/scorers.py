@@ -68,9 +68,9 @@ class _AllocScorer(AllocStep, Scorer):
         """The sign that turns the raw value into this pod's order (+1 as configured), or a skip."""
         package = request(ctx).package
         spread = package.spread if package is not None else None
-        if spread is not None:
+        if package is not None and spread is not None:
             if spread not in self.spreads:
-                return skip(f"package {package.name} spreads with {spread}")  # type: ignore[union-attr]
+                return skip(f"package {package.name} spreads with {spread}")
             if self.weight == 0:
                 return skip(f"{self.weight_key} is 0")
             higher_first = self.spreads[spread]
