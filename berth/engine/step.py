@@ -52,6 +52,10 @@ def skip(why: str) -> _Skip:
     return _Skip(why)
 
 
+# What prepare() returns when the step does nothing for this pod (SKIP, skip(why)), for annotations.
+Skipped = _Skip
+
+
 @dataclass(slots=True)
 class PodContext:
     """Per-pod state shared by the steps of one decision ("write once, read many")."""

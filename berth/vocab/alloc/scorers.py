@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from berth import annotations as ann
 from berth.cluster.view import NodeState
 from berth.engine.slots import position_of, slots_of
-from berth.engine.step import PodContext, Raws, Scorer, skip
+from berth.engine.step import PodContext, Raws, Scorer, Skipped, skip
 from berth.vocab.alloc.base import (
     AllocStep,
     Setup,
@@ -64,6 +64,7 @@ class _AllocScorer(AllocStep, Scorer):
         AllocStep.__init__(self, setup)
         self.weight = weight if weight is not None else self.setup.config.weight(self.weight_key)
 
+    # Any: a subclass may prepare something else than the sign (ScoreNextReboot: the time now).
     def prepare(self, ctx: PodContext) -> Any:
         """The sign that turns the raw value into this pod's order (+1 as configured), or a skip."""
         package = request(ctx).package
@@ -147,7 +148,7 @@ class ScoreCurrentPlatform(_AllocScorer):
     summary = "score: a newer platform scores higher (weight_current_platform)"
     weight_key = "weight_current_platform"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> int | Skipped:
         return skip(f"{self.weight_key} is 0") if self.weight == 0 else 1
 
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
@@ -168,7 +169,7 @@ class ScoreNextReboot(_AllocScorer):
     summary = "score: a later planned reboot scores higher, none planned highest (weight_next_reboot)"
     weight_key = "weight_next_reboot"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> datetime | Skipped:
         return skip(f"{self.weight_key} is 0") if self.weight == 0 else datetime.now(UTC)
 
     def raw(self, state: NodeState, prepared: datetime, ctx: PodContext) -> float:

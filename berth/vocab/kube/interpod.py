@@ -27,7 +27,7 @@ from typing import Any
 
 from berth.cluster.model import AffinityTerm, Pod
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects
@@ -109,7 +109,7 @@ class InterPodAffinity(NodeFilter):
         "hard: the pod's required pod (anti-)affinity holds, and no running pod's anti-affinity excludes it"
     )
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Required | Skipped:
         affinity = ctx.pod.affinity
         required = affinity.required if affinity else ()
         anti = affinity.required_anti if affinity else ()

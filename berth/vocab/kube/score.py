@@ -40,7 +40,7 @@ from berth.cluster.model import Node, Toleration
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.ledger import ArrayValues
 from berth.engine.slots import slots_of
-from berth.engine.step import PodContext, Tier, skip
+from berth.engine.step import PodContext, Skipped, Tier, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import term_matches
@@ -123,7 +123,7 @@ class KubeDefaultScore(Tier):
     summary = "tier: only the nodes with the highest score of kube-scheduler's default profile go on"
     shared_reason = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Prepared | Skipped:
         pod = ctx.pod
         # A package with a spread orders its pods' nodes itself (the pod's own rule speaks).
         package = getattr(getattr(ctx.spec, "alloc", None), "package", None)
