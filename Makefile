@@ -17,6 +17,7 @@ test: lint tools $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 unit: $(VENV)/.installed
 	$(BIN)/pytest tests

@@ -197,6 +197,7 @@ def _term(raw: Any, field: str, namespace: str, labels: dict[str, str]) -> Affin
         problems.append(f"{field}.topologyKey: is required")
     if problems:
         raise ValueError(problems[0])
+    assert isinstance(topology, str)  # a problem above otherwise
     # As the API server does: matchLabelKeys add `key In (the pod's value)`, mismatchLabelKeys
     # `key NotIn (the pod's value)`, for the keys the pod carries (nothing with no labelSelector).
     if raw.get("labelSelector") is not None:
@@ -281,6 +282,7 @@ def _spread(spec: dict[str, Any], labels: dict[str, str]) -> tuple[SpreadConstra
             policies[name] = value
         if problems:
             raise ValueError(problems[0])
+        assert isinstance(skew, int) and isinstance(key, str) and isinstance(action, str)  # as checked
         match = {k: labels[k] for k in raw.get("matchLabelKeys") or () if k in labels}
         out.append(
             SpreadConstraint(
@@ -384,7 +386,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         nonzero_memory=nonzero_memory,
         deleting=bool(meta.get("deletionTimestamp")),
         unmodelled=_unmodelled(spec),
-        priority=spec.get("priority") if isinstance(spec.get("priority"), int) else 0,
+        priority=priority if isinstance(priority := spec.get("priority"), int) else 0,
         priority_class=_word(spec.get("priorityClassName") or ""),
         nominated_node=_word(status.get("nominatedNodeName") or ""),
         start_time=status.get("startTime") or "",

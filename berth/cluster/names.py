@@ -12,7 +12,7 @@ does not hold) gives None, and the caller decodes the array as usual.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -85,7 +85,11 @@ class Found(Sequence[str]):
     def __len__(self) -> int:
         return len(self.slots)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         return self.names()[i]
 
     def __iter__(self) -> Iterator[str]:

@@ -71,7 +71,9 @@ class PlannedTargets:
     def note(self, pod: Pod) -> None:
         """A pod is going: keep its planned target, if it carries one that is still valid."""
         value = pod.annotations.get(ann.REBALANCE_TARGET)
-        key = template_of(pod) if value else None
+        if not value:
+            return
+        key = template_of(pod)
         if key is None or not pod.uid:
             return
         target = parse_target(value)
@@ -85,7 +87,7 @@ class PlannedTargets:
             return frozenset()
         key = template_of(pod)
         found = self._targets.get(key) if key is not None else None
-        if not found:
+        if key is None or not found:
             return frozenset()
         now = self._clock()
         for uid in [u for u, t in found.items() if t.until <= now]:
@@ -100,7 +102,7 @@ class PlannedTargets:
             return
         key = template_of(pod)
         found = self._targets.get(key) if key is not None else None
-        if not found or pod.uid in found:
+        if key is None or not found or pod.uid in found:
             return
         uid = next((u for u, t in found.items() if t.node == pod.node_name), None)
         if uid is not None:

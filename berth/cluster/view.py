@@ -735,13 +735,16 @@ class ClusterView:
         selector is kept) or a Namespace (its labels); other kinds are ignored. `kind` for objects
         that do not say (the items of a list)."""
         kind = kind or obj.get("kind")
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = obj.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
         if kind == "Namespace":
             self._namespace_labels[name] = dict(meta.get("labels") or {})
         elif kind == "PodDisruptionBudget":
-            status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+            status = obj.get("status")
+            status = status if isinstance(status, dict) else {}
             allowed = status.get("disruptionsAllowed")
             chosen = parse_selector(spec.get("selector"), "spec.selector")[0]
             self._budgets.setdefault(namespace, {})[name] = (
@@ -750,12 +753,12 @@ class ClusterView:
             )
             return  # the spreading selectors do not read budgets
         elif kind == "Service":
-            chosen = spec.get("selector")
-            self._services.setdefault(namespace, {})[name] = dict(chosen) if isinstance(chosen, dict) else {}
+            labels = spec.get("selector")
+            self._services.setdefault(namespace, {})[name] = dict(labels) if isinstance(labels, dict) else {}
         elif kind == "ReplicationController":
-            chosen = spec.get("selector")
+            labels = spec.get("selector")
             self._controllers[namespace, kind, name] = selector_of_set(
-                chosen if isinstance(chosen, dict) else {}
+                labels if isinstance(labels, dict) else {}
             )
         elif kind in CONTROLLER_KINDS:
             self._controllers[namespace, kind, name] = parse_selector(spec.get("selector"), "spec.selector")[
@@ -793,7 +796,8 @@ class ClusterView:
     def upsert_policy(self, obj: Mapping[str, Any]) -> Policy:
         """Add or replace a PlacementPolicy object; an unchanged spec is not compiled again. An
         invalid one is kept, not Ready, with its errors: the pods it governs are refused."""
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         current = self.policy(meta.get("namespace") or "default", meta.get("name") or "")
         compiled = _policy_compiler().reload(current, obj)
         self.generation += 1

@@ -48,11 +48,11 @@ class Or:
 Member = Step | Pipe | Or
 
 
-def describe(member: Member) -> list[Any]:
+def describe(member: Member) -> list[Any] | str:
     """The chain as the configuration writes it: ["pipe", "name", ["or", "a", "b"], ...]."""
     if isinstance(member, Pipe | Or):
         return ["pipe" if isinstance(member, Pipe) else "or", *(describe(m) for m in member.members)]
-    return member.name  # type: ignore[return-value]
+    return member.name
 
 
 def flatten(member: Member) -> list[Step]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class Pipeline:
     # Names the chain and the configuration it was built from (a placement record carries it).
     digest: str = ""
 
-    def names(self) -> list[Any]:
+    def names(self) -> list[Any] | str:
         return describe(self.chain)
 
     @cached_property
@@ -189,7 +189,11 @@ class _Named(Sequence[str]):
     def __len__(self) -> int:
         return len(self._slots)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
             return [self._names[s] for s in self._slots[i].tolist()]
         return self._names[int(self._slots[i])]

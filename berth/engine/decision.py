@@ -147,7 +147,7 @@ class Decision:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Decision) and self._key() == other._key()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # equal by value and not frozen: unhashable
 
     def __repr__(self) -> str:
         return f"Decision(pod={self.pod!r}, chosen={self.chosen!r}, error={self.error!r}, seed={self.seed!r})"

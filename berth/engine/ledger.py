@@ -18,17 +18,20 @@ has always had; nothing about them depends on whether they were read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import filterfalse, repeat
 from operator import add, mul, sub, truediv
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from berth.engine.types import Kind, NodeResult, Reason, ScorePart, StepTrace
 
-Candidates = dict[str, Any]  # node name -> NodeState, in the order the decision was asked about
+# node name -> NodeState, in the order the decision was asked about: a dict, or a Remaining
+# (berth.engine.slots) that leaves a few of its dict's nodes out
+Candidates = Mapping[str, Any]
 
 
 class Sparse(dict):
@@ -107,7 +110,7 @@ class Listed(LazyReasons):
         self._members: set[str] | None = None
         self._shared = make(names[0]) if shared and names else None
         # (the candidates, what is left of them once these are removed), when the step made that
-        self.kept: tuple[Mapping[str, Any], dict[str, Any]] | None = None
+        self.kept: tuple[Mapping[str, Any], Candidates] | None = None
 
     def _set(self) -> set[str]:
         if self._members is None:
@@ -131,7 +134,7 @@ class Listed(LazyReasons):
     def shared(self) -> Reason | None:
         return self._shared
 
-    def kept_of(self, cands: Mapping[str, Any]) -> dict[str, Any] | None:
+    def kept_of(self, cands: Mapping[str, Any]) -> Candidates | None:
         """What is left of `cands` once these are removed, when the step made that dict already."""
         if self.kept is not None and self.kept[0] is cands:
             return self.kept[1]
@@ -191,7 +194,7 @@ class Column(Mapping[str, ScorePart]):
 
     step: str
 
-    def weighted_for(self, names: Sequence[str]) -> list[float]:
+    def weighted_for(self, names: Collection[str]) -> list[float] | NDArray[np.float64]:
         """The weighted parts of `names` (every one of which this step scored), in that order."""
         raise NotImplementedError
 
@@ -209,7 +212,9 @@ class ScoreColumn(Column):
 
     __slots__ = ("_index", "_normalised", "_weighted", "among", "low", "raws", "span", "step", "weight")
 
-    def __init__(self, step: str, among: Candidates, raws: list[float] | np.ndarray, weight: float) -> None:
+    def __init__(
+        self, step: str, among: Candidates, raws: Sequence[float] | NDArray[np.float64], weight: float
+    ) -> None:
         self.step = step
         self.among = among
         self.raws = raws
@@ -269,7 +274,7 @@ class ScoreColumn(Column):
         """The weighted parts of an array column, made once when first read."""
         if self._weighted is None:
             self._weighted = self._weigh(np.empty(len(self.raws)))
-        return self._weighted  # type: ignore[return-value]
+        return self._weighted  # type: ignore[return-value]  # an array column's: an array, made above
 
     def add_weighted(self, total: np.ndarray, scratch: np.ndarray) -> None:
         """total += the weighted parts, elementwise (an array column over the same candidates)."""
@@ -300,7 +305,7 @@ class ScoreColumn(Column):
             return ScorePart(
                 raw=float(self.raws[i]), normalised=self.normalised[i], weighted=float(weighted[i])
             )
-        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])  # type: ignore[index]
+        return ScorePart(raw=self.raws[i], normalised=self.normalised[i], weighted=self._weighted[i])  # type: ignore[index]  # list raws: made in __init__
 
     def __contains__(self, name: object) -> bool:
         return name in self.among
@@ -315,8 +320,13 @@ class ScoreColumn(Column):
     def is_array(self) -> bool:
         return isinstance(self.raws, np.ndarray)
 
-    def weighted_for(self, names: Sequence[str]) -> list[float] | np.ndarray:  # type: ignore[override]
-        weighted = self.weighted_array() if self.is_array else self._weighted
+    def weighted_for(self, names: Collection[str]) -> list[float] | NDArray[np.float64]:
+        weighted: list[float] | NDArray[np.float64]
+        if self.is_array:
+            weighted = self.weighted_array()
+        else:
+            assert self._weighted is not None  # list raws are weighted in __init__
+            weighted = self._weighted
         if len(names) == len(self.among):  # the same nodes, in the same order: nothing was removed since
             return weighted
         weighted = weighted.tolist() if isinstance(weighted, np.ndarray) else weighted
@@ -370,7 +380,7 @@ class ArrayValues(Mapping[str, int]):
             self._positions[self.slots] = np.arange(len(self.slots))
         return int(self.array[self._positions[self.layout.index[name]]])
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         try:
             return self[name]
         except KeyError:
@@ -427,7 +437,7 @@ class TierColumn(Column):
     def __len__(self) -> int:
         return len(self.among)
 
-    def weighted_for(self, names: Sequence[str]) -> list[float]:
+    def weighted_for(self, names: Collection[str]) -> list[float]:
         return [self.best] * len(names)
 
     def highest_raw(self) -> float:

@@ -239,7 +239,8 @@ def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
             known(cands, slots=(layout, found))
         return found
     if info.layout is layout:
-        return info.slots  # type: ignore[return-value]
+        assert info.slots is not None  # set with the layout
+        return info.slots
     parent = info.parent
     if parent is None or len(info.removed) > len(cands):  # fewer kept than removed: look the kept up
         found = _lookup(cands, layout.index)

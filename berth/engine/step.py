@@ -16,9 +16,12 @@ definition: an override must give the same answer.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
 
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
@@ -26,6 +29,10 @@ from berth.engine.draws import Seeded
 from berth.engine.ledger import Sparse
 from berth.engine.slots import memo_for
 from berth.engine.types import Event, Phase, Reason, StepTrace
+
+# A scorer's raw values of its candidates, in order: a list, or a float64 array from a scorer that
+# gathers them from the view's arrays (berth.engine.ledger.ScoreColumn scales either to the same scores).
+Raws = Sequence[float] | NDArray[np.float64]
 
 
 class _Skip:
@@ -43,6 +50,10 @@ SKIP = _Skip()
 
 def skip(why: str) -> _Skip:
     return _Skip(why)
+
+
+# What prepare() returns when the step does nothing for this pod (SKIP, skip(why)), for annotations.
+Skipped = _Skip
 
 
 @dataclass(slots=True)
@@ -140,7 +151,8 @@ class NodeFilter(Step):
     node_only: ClassVar[bool] = False
     # For a filter that can only remove nodes of some kind (tainted, cordoned): true of those, from
     # the node record alone. The engine then checks only them (found once per node records).
-    suspect: ClassVar[Callable[[Node], bool] | None] = None
+    # (a staticmethod, so that reading it through the instance gives the plain function)
+    suspect: ClassVar[staticmethod[[Node], bool] | None] = None
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
         raise NotImplementedError
@@ -246,7 +258,7 @@ class Scorer(Step):
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         raise NotImplementedError
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> list[float]:
+    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> Raws:
         """The raw value of every candidate, in order."""
         raw = self.raw
         return [float(raw(state, prepared, ctx)) for state in cands.values()]

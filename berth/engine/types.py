@@ -4,7 +4,7 @@ Decision that holds them is berth.engine.decision)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -159,7 +159,7 @@ class StepTrace:
     def remaining_count(self) -> int:
         """len(remaining), without building the tuple when the survivors are a sized collection."""
         remaining = self._remaining
-        return len(remaining) if hasattr(remaining, "__len__") else len(self.remaining)  # type: ignore[arg-type]
+        return len(remaining) if isinstance(remaining, Sized) else len(self.remaining)
 
     def highest_raw(self) -> float:
         """The highest raw score the step gave (0 when it scored no node)."""
@@ -174,7 +174,7 @@ class StepTrace:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, StepTrace) and self._key() == other._key()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # equal by value and not frozen: unhashable
 
     def __repr__(self) -> str:
         return (

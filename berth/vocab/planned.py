@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.cluster.view import NodeState
-from berth.engine.step import PodContext, Tier, skip
+from berth.engine.step import PodContext, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.vocab.step_names import PLANNED_TARGET
 
@@ -24,7 +24,7 @@ class PlannedTarget(Tier):
     summary = "tier: the node `berth rebalance` planned for a replacement, when it is feasible"
     shared_reason = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> frozenset[str] | Skipped:
         return ctx.view.planned.nodes_for(ctx.pod) or skip("no planned target")
 
     def value(self, state: NodeState, prepared: frozenset[str], ctx: PodContext) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from berth.cluster.view import NodeState
 from berth.engine.ledger import Excluded, Sparse
 from berth.engine.slots import memo_for
-from berth.engine.step import NodeFilter, PodContext, Tier, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.json_annotation import show
 from berth.vocab import step_names
@@ -36,7 +36,7 @@ class RequireWithTag(NodeFilter):
     summary = "hard: every require_with_tag tag is carried by a pod of the namespace on the node"
     shared_reason = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[str, ...] | Skipped:
         tags = _affinity(ctx).require_with
         return tags or skip("no require_with_tag")
 
@@ -81,7 +81,7 @@ class RequireWithTag(NodeFilter):
             {"missing": missing},
         )
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: tuple[str, ...]) -> str | None:
         return f"the affinity constraint {REQUIRE_WITH}={show(list(prepared))}"
 
 
@@ -95,7 +95,7 @@ class RequireWithoutTag(NodeFilter):
     name = REQUIRE_WITHOUT_STEP
     summary = "hard: no pod of the namespace on the node carries a require_without_tag tag"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[str, ...] | Skipped:
         tags = _affinity(ctx).require_without
         return tags or skip("no require_without_tag")
 
@@ -118,7 +118,7 @@ class RequireWithoutTag(NodeFilter):
             return hit[1]
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
-        if hit is not None and len(prepared) == 1:
+        if memo is not None and hit is not None and len(prepared) == 1:
             # One tag, a few holders changed since (the pods placed meanwhile): the removals before,
             # with those nodes' entries made again. A dict keeps the order its keys came in, so the
             # removals keep the holders' order, as when made from scratch.
@@ -165,7 +165,7 @@ class RequireWithoutTag(NodeFilter):
             f"{show(list(prepared))}"
         )
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: tuple[str, ...]) -> str | None:
         return f"the affinity constraint {REQUIRE_WITHOUT}={show(list(prepared))}"
 
 
@@ -177,7 +177,7 @@ class TagAffinityTier(Tier):
     summary = "tier: only the nodes with the highest prefer_* sum go on"
     shared_reason = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> TagAffinity:
         return _affinity(ctx)
 
     def value(self, state: NodeState, prepared: TagAffinity, ctx: PodContext) -> int:

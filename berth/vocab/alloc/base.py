@@ -90,6 +90,7 @@ class AllocStep:
     """Mixed into the engine's step classes: `alloc/<seed name>` and the Setup."""
 
     seed_name: ClassVar[str] = ""
+    name: ClassVar[str]  # the engine's step class it is mixed into sets it
 
     def __init__(self, setup: Setup | None = None) -> None:
         self.setup = setup or Setup()

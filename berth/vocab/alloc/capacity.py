@@ -20,7 +20,7 @@ import numpy as np
 from berth.cluster.view import NodeColumn, NodeState
 from berth.engine.ledger import Listed, Sparse
 from berth.engine.slots import memo_for, root_of, slots_of
-from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
+from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
     MIB,
@@ -36,6 +36,7 @@ from berth.vocab.alloc.base import (
     unreserved,
     unreserved_column,
 )
+from berth.vocab.alloc.config import Package
 
 UNITS = {"ram": "MiB RAM", "cpu": "cpu_cap", "disk": "MiB disk"}
 LARGE_SHARE = 0.15
@@ -73,7 +74,7 @@ class _MinResource(AllocStep, NodeFilter):
     what = ""  # the skip text when the pod has none of the resource
     shared_reason = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> _Need | Skipped:
         if not self.defaults.filter_min_resources:
             return skip("filter_min_resources is false")
         size = sizes(ctx)
@@ -144,7 +145,7 @@ class HardFilterMinFreeDisk(AllocStep, NodeFilter):
     name = "alloc/hard-filter-min-free-disk"
     summary = "hard: allocatable ephemeral storage minus the pods' requests is at least minimum_free_disk"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> int | Skipped:
         minimum = self.defaults.minimum_free_disk
         return skip("no minimum_free_disk set") if minimum is None else minimum
 
@@ -197,7 +198,7 @@ class HardFilterCapness(AllocStep, NodeFilter):
     name = "alloc/hard-filter-capness"
     summary = "hard: pods with and without a CPU cap do not share a node (filter_capness)"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> bool | Skipped:
         if not self.defaults.filter_capness:
             return skip("filter_capness is false")
         return sizes(ctx).cpu > 0
@@ -231,7 +232,7 @@ class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
     name = "alloc/hard-filter-overprovision-ratios"
     summary = "hard: the node's overprovision ratios are the ones the pod's package asks for"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Package | Skipped:
         if self.setup.override:
             ratios = self.setup.ratios_text
             return skip(f"override-overprovisioning is in force: every node and pod use {ratios}")
@@ -240,7 +241,7 @@ class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
             return skip("the pod names no package")
         return package
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: Package, ctx: PodContext) -> Reason | None:
         node_ratios = self.setup.node_ratios(state.node)
         for resource in ("cpu", "ram", "disk"):
             want = canonical(prepared.ratios.get(resource))
@@ -256,7 +257,7 @@ class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
                 )
         return None
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: Package) -> str | None:
         return f"the overprovision ratios of package {prepared.name}"
 
 
@@ -273,7 +274,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
     summary = "hard: the 15% of nodes with the most unreserved RAM are kept in reserve"
     phase = Phase.HARD
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Skipped | None:
         return None if self.defaults.filter_large_servers else skip("filter_large_servers is false")
 
     def select(self, states: Sequence[NodeState], prepared: Any, ctx: PodContext) -> dict[str, Reason]:
@@ -298,7 +299,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         # smallest value (the node the last pod of a burst went to), keep the same reserve.
         memo = memo_for(cands) if own is None else None
         known = memo.get(self.name) if memo is not None else None
-        if known is not None and known[0] is column:
+        if memo is not None and known is not None and known[0] is column:
             changed = column.changed_since(known[1])
             _, _, floor, in_reserve, reserve = known
             if changed is not None and all(
@@ -334,7 +335,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         are moved to their new places."""
         memo = memo_for(root)
         kept = memo.get(ORDER) if memo is not None else None
-        if kept is not None and kept[0] is column and kept[1] != column.version:
+        if memo is not None and kept is not None and kept[0] is column and kept[1] != column.version:
             changed = column.changed_since(kept[1])
             entries, by_name = kept[2], kept[3]
             values = column.values
@@ -346,7 +347,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
                     del entries[bisect_left(entries, old)]
                     by_name[name] = new = (-values[name], name)
                     insort(entries, new)
-                kept = memo[ORDER] = (column, column.version, entries, by_name)  # type: ignore[index]
+                kept = memo[ORDER] = (column, column.version, entries, by_name)
             else:
                 kept = None
         if kept is None or kept[0] is not column or kept[1] != column.version:

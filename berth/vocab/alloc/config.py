@@ -226,7 +226,7 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
 
     defaults = model.defaults
     problems += _platform_defaults(defaults)
-    packages = {}
+    packages: dict[str, Package] = {}
     for name, pkg in model.packages.items():
         compiled, found = _package(name, pkg)
         packages[name] = compiled
@@ -258,13 +258,13 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
                 "rebalance/planned-target and tags/tag-affinity before its first step that is not a hard "
                 "filter)"
             )
-    for name, pkg in packages.items():
-        if pkg.spread is not None:
-            key = SPREAD_TARGET[pkg.spread][0]
+    for name, package in packages.items():
+        if package.spread is not None:
+            key = SPREAD_TARGET[package.spread][0]
             weight = AllocatorConfig(defaults=defaults).weight(key)
             if weight == 0:
                 problems.append(
-                    f"packages.{name}.alloc_server_spread: {pkg.spread} orders nodes with the scorer of "
+                    f"packages.{name}.alloc_server_spread: {package.spread} orders nodes with the scorer of "
                     f"{key}, which is 0; give {key} a non-zero weight"
                 )
     config = AllocatorConfig(

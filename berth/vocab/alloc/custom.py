@@ -68,7 +68,7 @@ def check_class(target: Any, where: str) -> type[Step]:
 
 def build(cls: type[Step], config: Any, weight: float | None, where: str) -> Step:
     try:
-        step = cls.from_config(config) if hasattr(cls, "from_config") else cls()  # type: ignore[attr-defined]
+        step = cls.from_config(config) if hasattr(cls, "from_config") else cls()
     except Exception as exc:  # a custom constructor can fail in any way
         raise InvalidConfig(
             f"{where}: cannot build {cls.__name__}: {type(exc).__name__}: {exc}", field=where

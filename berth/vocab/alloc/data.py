@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from berth.cluster.view import NodeState
-from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
+from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
 from berth.engine.types import Phase, Reason
 from berth.vocab.alloc.base import AllocStep
 
@@ -28,7 +28,7 @@ class Identity(AllocStep, SetFilter):
 class _DataStep(AllocStep, NodeFilter):
     why = ""
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Skipped:
         return skip(f"computes only, every node kept: {self.why}")
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:  # pragma: no cover
@@ -71,7 +71,7 @@ class OverrideOverprovisioning(AllocStep, NodeFilter):
     name = "alloc/override-overprovisioning"
     summary = "data: fixes every node's and pod's overprovision ratios to overprovision_ratio_*"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Skipped:
         if self.defaults.disable_override_overprovisioning:
             return skip(
                 "disable_override_overprovisioning is true: nodes use their berth.dev/overprovision-ratios "

@@ -147,6 +147,7 @@ def _rule(raw: Any, where: str) -> tuple[AffinityRule | None, list[str]]:
         problems.append(f"{where}: isSoft should be true or false, found {show(soft)}")
     if problems:
         return None, problems
+    assert isinstance(key, str) and isinstance(operator, str) and isinstance(value, str)  # as checked
     printed = f"{key}{operator}{'~' if soft else ''}{value}"
     try:
         matcher = {"exact": patterns.exact, "glob": patterns.glob, "re": patterns.regex}[value_type](value)
@@ -273,8 +274,8 @@ def _rule_pods(ctx: PodContext, rule: AffinityRule) -> list[Pod]:
     if rule.value_type == "exact":
         keys = set(by_value.get(rule.value, ()))
     else:
-        for label_value, pods in by_value.items():
+        for label_value, holders in by_value.items():
             if rule.matches(label_value):
-                keys |= pods
+                keys |= holders
     pods = [p for k in sorted(keys) if (p := view.pod(k)) is not None]
     return _not_self(ctx, pods)

@@ -17,7 +17,7 @@ from typing import Any
 from berth.cluster.view import NodeState
 from berth.engine.ledger import Listed
 from berth.engine.slots import memo_for, remaining, without
-from berth.engine.step import NodeFilter, PodContext, SetFilter, skip
+from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep, self_pod
 from berth.vocab.alloc.hints import Hint, Hints, resolve
@@ -34,7 +34,7 @@ class CalculateLocalityHints(AllocStep, NodeFilter):
     name = "alloc/calculate-locality-hints"
     summary = "data: resolves locality and affinity rules into near/far hints; keeps every node"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Skipped:
         hints = resolve(ctx)
         return skip(f"computes only, every node kept: {hints.summary()}")
 
@@ -52,7 +52,7 @@ class HardFilterLocalityHints(AllocStep, NodeFilter):
     name = "alloc/hard-filter-locality-hints"
     summary = "hard: the node hosts no pod of a strict far hint and a pod of every strict near hint"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[Hint, ...] | Skipped:
         strict = resolve(ctx).of(strict=True)
         if not strict:
             return skip("no strict locality requested")
@@ -82,7 +82,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
     summary = "soft: away from far pods, then near near pods; with no hint, spread the namespace's pods"
     phase = Phase.SOFT
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[Hint, ...] | Skipped:
         hints: Hints = resolve(ctx)
         soft = hints.of(strict=False)
         if not soft and hints.hints:
@@ -131,7 +131,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         version = view.owner_version(namespace)
         kept_as = (self.name, namespace)
         hit = memo.get(kept_as) if memo is not None else None
-        if hit is not None:
+        if memo is not None and hit is not None:
             changes = view.owners_changed_since(namespace, hit[0])
             mended = self._mend(hit, cands, namespace, changes, version)
             if mended is not None:

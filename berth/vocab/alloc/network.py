@@ -7,10 +7,8 @@ nic_tag_requirements); the node lists the tags of its online interfaces in its a
 
 from __future__ import annotations
 
-from typing import Any
-
 from berth.cluster.view import NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
@@ -26,7 +24,7 @@ class HardFilterVlans(AllocStep, NodeFilter):
     name = "alloc/hard-filter-vlans"
     summary = f"hard: the node's {NIC_TAGS} has one tag of each of the pod's NIC tag requirements"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[tuple[str, ...], ...] | Skipped:
         return request(ctx).nic_tags or skip("the pod asks for no NIC tags")
 
     def check(
@@ -47,5 +45,5 @@ class HardFilterVlans(AllocStep, NodeFilter):
             {"missing": missing[0] if len(missing[0]) > 1 else missing[0][0], "node_nic_tags": sorted(have)},
         )
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: tuple[tuple[str, ...], ...]) -> str | None:
         return f"the NIC tags {_shown(prepared)}"

@@ -19,7 +19,7 @@ from typing import Any
 from berth import annotations as ann
 from berth.cluster.model import Node
 from berth.cluster.view import NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
@@ -74,7 +74,7 @@ class HardFilterPlatformVersions(AllocStep, NodeFilter):
     name = "alloc/hard-filter-platform-versions"
     summary = "hard: the node's platform meets the package's and the image's min/max platforms"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[_Requirement, ...] | Skipped:
         req = request(ctx)
         found = []
         if req.package is not None and req.package.min_platform:
@@ -122,7 +122,8 @@ class HardFilterFeatureMinPlatform(AllocStep, NodeFilter):
     name = "alloc/hard-filter-feature-min-platform"
     summary = "hard: the node's platform is at least filter_docker_min_platform (every pod is a container)"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    # None only for a minimum that parse_config refuses (it checks every *_min_platform).
+    def prepare(self, ctx: PodContext) -> Platform | Skipped | None:
         minimum = self.defaults.filter_docker_min_platform
         if minimum is None:
             return skip("filter_docker_min_platform is not set")

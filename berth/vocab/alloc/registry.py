@@ -60,6 +60,6 @@ STEPS: tuple[type[AllocStep], ...] = (
 )
 
 # The seed's name (without the alloc/ prefix) -> step class.
-ALGORITHMS: dict[str, type[AllocStep]] = {cls.name.removeprefix(PREFIX): cls for cls in STEPS}  # type: ignore[attr-defined]
+ALGORITHMS: dict[str, type[AllocStep]] = {cls.name.removeprefix(PREFIX): cls for cls in STEPS}
 if tuple(ALGORITHMS) != names.ALGORITHMS:  # the leaf list of names and the classes must agree
     raise ImportError(f"berth.vocab.alloc.names.ALGORITHMS differs from the steps: {sorted(ALGORITHMS)}")

@@ -24,11 +24,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState
 from berth.engine.slots import position_of, slots_of
-from berth.engine.step import PodContext, Scorer, skip
+from berth.engine.step import PodContext, Raws, Scorer, Skipped, skip
 from berth.vocab.alloc.base import (
     AllocStep,
     Setup,
@@ -44,7 +45,9 @@ from berth.vocab.alloc.values import node_reboot
 NO_REBOOT_WEEKS = 52
 
 
-def _with_self(raws: np.ndarray, cands: Mapping[str, NodeState], ctx: PodContext, raw: Any) -> np.ndarray:
+def _with_self(
+    raws: NDArray[np.float64], cands: Mapping[str, NodeState], ctx: PodContext, raw: Any
+) -> NDArray[np.float64]:
     """`raws` read from a view-wide cache, with the node the pod itself sits on worked out exactly
     (the pod is never its own neighbour and takes no room there)."""
     if ctx.self_node in cands:
@@ -61,13 +64,14 @@ class _AllocScorer(AllocStep, Scorer):
         AllocStep.__init__(self, setup)
         self.weight = weight if weight is not None else self.setup.config.weight(self.weight_key)
 
+    # Any: a subclass may prepare something else than the sign (ScoreNextReboot: the time now).
     def prepare(self, ctx: PodContext) -> Any:
         """The sign that turns the raw value into this pod's order (+1 as configured), or a skip."""
         package = request(ctx).package
         spread = package.spread if package is not None else None
-        if spread is not None:
+        if package is not None and spread is not None:
             if spread not in self.spreads:
-                return skip(f"package {package.name} spreads with {spread}")  # type: ignore[union-attr]
+                return skip(f"package {package.name} spreads with {spread}")
             if self.weight == 0:
                 return skip(f"{self.weight_key} is 0")
             higher_first = self.spreads[spread]
@@ -87,7 +91,7 @@ class ScoreUnreservedRam(_AllocScorer):
         use = node_use(state, ctx)
         return prepared * unreserved(use, self.setup.node_ratios(state.node), "ram")
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> Raws:
         return _unreserved_raws(self, "ram", cands, prepared, ctx)
 
 
@@ -100,13 +104,13 @@ class ScoreUnreservedDisk(_AllocScorer):
         use = node_use(state, ctx)
         return prepared * unreserved(use, self.setup.node_ratios(state.node), "disk")
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> list[float]:
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> Raws:
         return _unreserved_raws(self, "disk", cands, prepared, ctx)
 
 
 def _unreserved_raws(
     step: _AllocScorer, resource: str, cands: Mapping[str, NodeState], sign: int, ctx: PodContext
-) -> list[float]:
+) -> Raws:
     column = unreserved_column(ctx, step.setup, resource)
     if column is None:
         return Scorer.raws(step, cands, sign, ctx)
@@ -128,7 +132,7 @@ class ScoreNumOwnerZones(_AllocScorer):
             count -= 1
         return -prepared * count
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> NDArray[np.float64]:
         # Only the nodes that host pods of the namespace differ from 0: set them by slot, then gather.
         slots = ctx.view.slots()
         counts = np.zeros(len(slots.names), dtype=np.int64)
@@ -144,14 +148,14 @@ class ScoreCurrentPlatform(_AllocScorer):
     summary = "score: a newer platform scores higher (weight_current_platform)"
     weight_key = "weight_current_platform"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> int | Skipped:
         return skip(f"{self.weight_key} is 0") if self.weight == 0 else 1
 
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
         platform = node_platform(state.node).platform
         return platform.score() if platform is not None else 0.0
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> NDArray[np.float64]:
         # The platform is the node's own: worked out once per node record, by slot.
         scores = ctx.view.node_memo(
             self.name,
@@ -165,13 +169,15 @@ class ScoreNextReboot(_AllocScorer):
     summary = "score: a later planned reboot scores higher, none planned highest (weight_next_reboot)"
     weight_key = "weight_next_reboot"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> datetime | Skipped:
         return skip(f"{self.weight_key} is 0") if self.weight == 0 else datetime.now(UTC)
 
     def raw(self, state: NodeState, prepared: datetime, ctx: PodContext) -> float:
         return float(weeks_until_reboot(state, prepared))
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: datetime, ctx: PodContext) -> np.ndarray:
+    def raws(
+        self, cands: Mapping[str, NodeState], prepared: datetime, ctx: PodContext
+    ) -> NDArray[np.float64]:
         # Only nodes with a planned reboot differ from NO_REBOOT_WEEKS; their times are read once per
         # node record, as whole microseconds, and turned into weeks for all of them at once. The
         # weeks stay as they are until one of them would change: kept until then.
@@ -254,7 +260,7 @@ class ScoreUniformRandom(_AllocScorer):
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
         return ctx.rng.random()
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> np.ndarray:
+    def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> NDArray[np.float64]:
         return ctx.randoms.random(len(cands))  # one draw per node in candidate order, as raw() draws
 
 
@@ -272,5 +278,5 @@ class PickRandom(AllocStep, Scorer):
     def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
         return ctx.rng.random()
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> np.ndarray:
+    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> NDArray[np.float64]:
         return ctx.randoms.random(len(cands))  # one draw per node in candidate order, as raw() draws

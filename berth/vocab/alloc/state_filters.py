@@ -18,7 +18,7 @@ from typing import Any
 from berth import annotations as ann
 from berth.cluster.model import Node
 from berth.cluster.view import NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab.alloc.base import NODE_RATIOS, AllocStep
 from berth.vocab.alloc.request import FORCE_FAILURE_LABEL, NIC_TAGS
@@ -73,7 +73,7 @@ class HardFilterHeadnode(AllocStep, NodeFilter):
     summary = f"hard: the node is not a head node ({ann.CONTROL_PLANE})"
     node_only = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Skipped | None:
         return (
             None if self.defaults.filter_headnode else skip("filter_headnode is false: head nodes are kept")
         )
@@ -113,7 +113,7 @@ class HardFilterForceFailure(AllocStep, NodeFilter):
     name = "alloc/hard-filter-force-failure"
     summary = f"hard: every node is removed when the pod has label {FORCE_FAILURE_LABEL}=true (tests)"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> bool | Skipped:
         if ctx.pod.labels.get(FORCE_FAILURE_LABEL, "").strip().lower() == "true":
             return True
         return skip(f"no label {FORCE_FAILURE_LABEL}=true")

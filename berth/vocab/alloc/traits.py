@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.view import ClusterView, NodeState
@@ -36,7 +35,7 @@ class HardFilterTraits(AllocStep, NodeFilter):
     name = "alloc/hard-filter-traits"
     summary = "hard: the node's traits are exactly the names the pod asks for, with matching values"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> _Wanted:
         return _Wanted(request(ctx).combined_traits())
 
     def check(self, state: NodeState, prepared: _Wanted, ctx: PodContext) -> Reason | None:

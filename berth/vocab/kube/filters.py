@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.cluster.model import Node, Pod, Taint
+from berth.cluster.model import HostPort, Node, Pod, Taint
 from berth.cluster.quantity import show_units
 from berth.cluster.view import NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 
@@ -69,7 +69,7 @@ class NodeName(NodeFilter):
     name = step_names.KUBE_NODE_NAME
     summary = "hard: a pod that names its node (spec.nodeName) fits only there"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> str | Skipped:
         # A pod that runs (or that the view holds on its node) is asked about where else it could go
         # (audit, explain, a bind checked again): its nodeName says where it is, not what it asks.
         pod = ctx.pod
@@ -87,10 +87,10 @@ class NodePorts(NodeFilter):
     name = step_names.KUBE_NODE_PORTS
     summary = "hard: no pod on the node uses a host port the pod asks for"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> tuple[HostPort, ...] | Skipped:
         return ctx.pod.host_ports or skip("the pod asks for no host port")
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: tuple[HostPort, ...], ctx: PodContext) -> Reason | None:
         me = ctx.self_on(state)
         for pod in state.pods.values():
             if not pod.host_ports or pod is me:
@@ -137,7 +137,7 @@ class NodeAffinity(NodeFilter):
     name = step_names.KUBE_NODE_AFFINITY
     summary = "hard: the node matches the pod's nodeSelector and required node affinity"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Skipped | None:
         if not ctx.pod.node_selector and not ctx.pod.required_node_affinity:
             return skip("no nodeSelector or required node affinity")
         return None

@@ -27,7 +27,7 @@ from typing import Any
 
 from berth.cluster.model import AffinityTerm, Pod
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects
@@ -109,7 +109,7 @@ class InterPodAffinity(NodeFilter):
         "hard: the pod's required pod (anti-)affinity holds, and no running pod's anti-affinity excludes it"
     )
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Required | Skipped:
         affinity = ctx.pod.affinity
         required = affinity.required if affinity else ()
         anti = affinity.required_anti if affinity else ()
@@ -192,11 +192,13 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
             (w, -1) for w in affinity.preferred_anti
         ]:
             term = weighted.term
-            nodes = _without_self(term_nodes(term, view), ctx, term_selects(term, ctx.pod, view))
+            nodes: Mapping[str, int] = _without_self(
+                term_nodes(term, view), ctx, term_selects(term, ctx.pod, view)
+            )
             add(term, sign * weighted.weight, nodes)
     me = ctx.self_pod
     for terms, placed in view.pods_with_affinity().items():
-        nodes: Mapping[str, int] = placed  # read as it is: copied only to take the pod itself off
+        nodes = placed  # read as it is: copied only to take the pod itself off
         if me is not None and me.affinity == terms and placed.get(ctx.self_node):
             nodes = Counter(placed)
             nodes[ctx.self_node] -= 1

@@ -40,7 +40,7 @@ from berth.cluster.model import Node, Toleration
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.ledger import ArrayValues
 from berth.engine.slots import slots_of
-from berth.engine.step import PodContext, Tier, skip
+from berth.engine.step import PodContext, Skipped, Tier, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import term_matches
@@ -123,7 +123,7 @@ class KubeDefaultScore(Tier):
     summary = "tier: only the nodes with the highest score of kube-scheduler's default profile go on"
     shared_reason = True
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Prepared | Skipped:
         pod = ctx.pod
         # A package with a spread orders its pods' nodes itself (the pod's own rule speaks).
         package = getattr(getattr(ctx.spec, "alloc", None), "package", None)
@@ -149,6 +149,7 @@ class KubeDefaultScore(Tier):
         )
 
     # -- the rule: one node ------------------------------------------------------------------
+    # A Raw, not the int a Tier's value is: normalise turns the candidates' Raws into their scores.
     def value(self, state: NodeState, prepared: Prepared, ctx: PodContext) -> Raw:  # type: ignore[override]
         node = state.node
         me = ctx.self_on(state)
@@ -198,9 +199,7 @@ class KubeDefaultScore(Tier):
                 out.append((True, value, prepared.domains[i].get(value, 0)))
         return tuple(out)
 
-    def normalise(  # type: ignore[override]
-        self, values: Mapping[str, Raw], prepared: Prepared, ctx: PodContext
-    ) -> dict[str, int]:
+    def normalise(self, values: Mapping[str, Raw], prepared: Prepared, ctx: PodContext) -> dict[str, int]:
         raws = list(values.values())
         count = len(raws)
         spread = []
@@ -228,7 +227,7 @@ class KubeDefaultScore(Tier):
     # -- the fast path: every candidate at once ------------------------------------------------
     def values(
         self, cands: Mapping[str, NodeState], prepared: Prepared, ctx: PodContext
-    ) -> Mapping[str, int]:  # type: ignore[override]
+    ) -> Mapping[str, int]:
         view = ctx.view
         at = slots_of(cands, view)
         nodes = _Nodes.of(view)
@@ -237,9 +236,9 @@ class KubeDefaultScore(Tier):
             lambda: np.array([_intolerable(s.node, prepared.tolerations) for s in view.states()], np.int64),
         )[at]
         if prepared.preferred:
-            key = ("kube/default-score/preferred", repr(prepared.preferred))
+            memo_key = ("kube/default-score/preferred", repr(prepared.preferred))
             preference = view.node_memo(
-                key,
+                memo_key,
                 lambda: np.array([_preference(s.node, prepared.preferred) for s in view.states()], np.int64),
             )[at]
         else:

@@ -22,7 +22,7 @@ from typing import Any
 from berth.cluster.model import Node, Pod, SpreadConstraint
 from berth.cluster.selectors import Selector
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import selects_node, untolerated
@@ -64,7 +64,7 @@ class Hard:
 def hard_state(constraints: tuple[SpreadConstraint, ...], ctx: PodContext) -> Hard:
     view: ClusterView = ctx.view
     keys = [c.topology_key for c in constraints]
-    counts = tuple(Counter() for _ in constraints)
+    counts: tuple[Counter[str], ...] = tuple(Counter() for _ in constraints)
     matching = [matching_nodes(c.selector, ctx) for c in constraints]
     for state in view.states():
         node = state.node
@@ -85,7 +85,7 @@ class PodTopologySpread(NodeFilter):
     name = step_names.KUBE_TOPOLOGY_SPREAD
     summary = "hard: placing the pod keeps every DoNotSchedule topology spread constraint within its maxSkew"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Hard | Skipped:
         hard = tuple(c for c in ctx.pod.spread if c.when_unsatisfiable == "DoNotSchedule")
         if not hard:
             return skip("no DoNotSchedule topology spread constraint")

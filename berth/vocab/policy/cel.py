@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -512,5 +512,5 @@ def pod_context(pod: Any, app_name: str, app_version: str) -> dict[str, Any]:
     }
 
 
-def session_context(nodes: dict[str, int]) -> dict[str, Any]:
+def session_context(nodes: Mapping[str, int]) -> dict[str, Any]:
     return {"nodes": dict(nodes), "count": sum(nodes.values())}

@@ -409,8 +409,8 @@ def _compile_tree(
     policy, found = m.parse_policy(raw, prefix)
     if policy is None:
         # Every problem at once: the rules of an otherwise invalid tree are checked too.
-        rules = _raw_rule_problems(raw, prefix) if m.shape_ok(raw) else []
-        problems.extend(sorted([*found, *rules], key=_field_order))
+        rule_problems = _raw_rule_problems(raw, prefix) if m.shape_ok(raw) else []
+        problems.extend(sorted([*found, *rule_problems], key=_field_order))
         return "", None, ()
     before = len(problems)
     predicate = effective(policy, prefix, problems)
@@ -447,8 +447,10 @@ SPEC_FIELDS = ("selector", "policy")
 def load_policy(obj: Mapping[str, Any]) -> CompiledPolicy:
     """A PlacementPolicy object compiled; never raises (an invalid one carries its errors)."""
     problems: list[str] = []
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name")
+    name = name if isinstance(name, str) else ""
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
     namespace = namespace or "default"
     generation = meta.get("generation") if isinstance(meta.get("generation"), int) else None
@@ -487,7 +489,8 @@ def reload_policy(current: CompiledPolicy | None, obj: Mapping[str, Any]) -> Com
     per-node caches); only the generation is updated then."""
     spec = obj.get("spec")
     if current is not None and current.ready and current.source == _canonical(spec):
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         generation = meta.get("generation") if isinstance(meta.get("generation"), int) else None
         return current if current.generation == generation else replace(current, generation=generation)
     return load_policy(obj)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 ANY = "ANY"
 ONE_PER_HOST = "ONE_PER_HOST"
@@ -130,8 +131,8 @@ class LabelSelector(_Strict):
     matchExpressions: list[Requirement] | None = Field(default=None, max_length=MAX_EXPRESSIONS)
 
 
-_POLICY = TypeAdapter(Policy)
-_SELECTOR = TypeAdapter(LabelSelector)
+_POLICY: TypeAdapter[Policy] = TypeAdapter(Policy)
+_SELECTOR: TypeAdapter[LabelSelector] = TypeAdapter(LabelSelector)
 
 _MESSAGES = {
     "missing": "is required",
@@ -164,7 +165,7 @@ def _unknown(tag: str | None) -> str:
     return f"is not a field of {tag} ({takes})"
 
 
-def _message(error: dict[str, Any], field: str, tag: str | None) -> tuple[str, str]:
+def _message(error: ErrorDetails, field: str, tag: str | None) -> tuple[str, str]:
     """(field path, message) for one pydantic error."""
     kind = error["type"]
     ctx = error.get("ctx") or {}

@@ -16,7 +16,7 @@ from typing import Any
 from berth import annotations as ann
 from berth.cluster.view import NodeState, app_key
 from berth.engine.ledger import Sparse
-from berth.engine.step import NodeFilter, PodContext, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.errors import InvalidPolicy
 from berth.vocab import step_names
@@ -108,7 +108,7 @@ class PlacementPolicyStep(NodeFilter):
     name = POLICY_STEP
     summary = "hard: every PlacementPolicy governing the pod accepts the node"
 
-    def prepare(self, ctx: PodContext) -> Any:
+    def prepare(self, ctx: PodContext) -> Governing | Skipped:
         # The annotation's own shape was checked with the pod's other annotations (berth.vocab.pod).
         policies = ctx.view.policies_for(ctx.pod)
         if not policies:
