@@ -16,6 +16,7 @@ node record and kept by the view until a node changes.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ import berth.vocab.policy.model as m
 from berth.cluster.selectors import Selector
 from berth.errors import InvalidPolicy
 from berth.vocab.policy.cel import CompiledRule, check_rule
+from berth.vocab.policy.combine import and_failures, first_failure
 
 
 class Failure(NamedTuple):
@@ -228,16 +230,7 @@ class Composite:
                     return None
                 failures.append(failure)
             return self._none_holds(failures)
-        # AND: the first failure that no eviction can help, else the first one an eviction could.
-        first = None
-        for child in self.children:
-            failure = child.check(state, probe)
-            if failure is None:
-                continue
-            if not failure.exhausted:
-                return failure
-            first = first or failure
-        return first
+        return first_failure((child.check(state, probe) for child in self.children), _hopeless)
 
     def _none_holds(self, failures: list[Failure]) -> Failure:
         detail = "; ".join(f"{f.type}: {f.message}" for f in failures)
@@ -266,27 +259,17 @@ class Composite:
                 each.append(found)
                 among = {n: among[n] for n in found}
             return {n: self._none_holds([f[n] for f in each]) for n in among}
-        return and_failures([(child, child.failures) for child in self.children], cands, probe)
+        parts = [functools.partial(_failures_of, child, probe=probe) for child in self.children]
+        return and_failures(parts, cands, _hopeless)
 
 
-def and_failures(
-    parts: list[tuple[Any, Callable[[Mapping[str, Any], Probe], Failures]]],
-    cands: Mapping[str, Any],
-    probe: Probe,
-) -> Failures:
-    """Per node, as `check` of an AND answers: the first failure no eviction can help, else the
-    first one an eviction could. A node already failed for good is not asked about again."""
-    out: Failures = {}
-    final: set[str] = set()
-    for _, failures_of in parts:
-        among = cands if not final else {n: s for n, s in cands.items() if n not in final}
-        for name, failure in failures_of(among, probe).items():
-            current = out.get(name)
-            if current is None or (current.exhausted and not failure.exhausted):
-                out[name] = failure
-            if not failure.exhausted:
-                final.add(name)
-    return out
+def _failures_of(child: Predicate, among: Mapping[str, Any], *, probe: Probe) -> Failures:
+    return child.failures(among, probe)
+
+
+def _hopeless(failure: Failure) -> bool:
+    """No eviction can help this failure."""
+    return not failure.exhausted
 
 
 Predicate = AnyNode | OnePerHost | MaxNPerHost | MatchTag | NoTag | Rule | Composite

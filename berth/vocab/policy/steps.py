@@ -9,6 +9,7 @@ compile.py), and keeps the Reasons of a policy that reads only node records unti
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.errors import InvalidPolicy
 from berth.vocab import step_names
 from berth.vocab.policy.cel import CompiledRule, node_context, pod_context, session_context
+from berth.vocab.policy.combine import and_failures, first_failure
 from berth.vocab.policy.compile import CompiledPolicy, Failure
 
 POLICY_STEP = step_names.PLACEMENT_POLICY
@@ -131,41 +133,36 @@ class PlacementPolicyStep(NodeFilter):
         return Governing(policies=tuple(policies), probe=_Probe(ctx, session=session))
 
     def check(self, state: NodeState, prepared: Governing, ctx: PodContext) -> Reason | None:
-        exhausted: Reason | None = None
-        for policy in prepared.policies:
-            if policy.missing:
-                prepared.refused[policy.ref] = policy
-                return Reason(self.name, Kind.UNMET, _missing_reason(policy))
-            assert policy.predicate is not None  # prepare() let only Ready policies through
-            failure = policy.predicate.check(state, prepared.probe)
-            if failure is None:
-                continue
+        # Every policy of the pod must hold: their AND (berth.vocab.policy.combine).
+        return first_failure((self._policy_reason(p, state, prepared) for p in prepared.policies), _hopeless)
+
+    def _policy_reason(self, policy: CompiledPolicy, state: NodeState, prepared: Governing) -> Reason | None:
+        if policy.missing:
             prepared.refused[policy.ref] = policy
-            reason = self._reason(policy, failure)
-            if not failure.exhausted:
-                return reason
-            exhausted = exhausted or reason
-        return exhausted
+            return Reason(self.name, Kind.UNMET, _missing_reason(policy))
+        assert policy.predicate is not None  # prepare() let only Ready policies through
+        failure = policy.predicate.check(state, prepared.probe)
+        if failure is None:
+            return None
+        prepared.refused[policy.ref] = policy
+        return self._reason(policy, failure)
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: Governing, ctx: PodContext
     ) -> Mapping[str, Reason]:
-        # As check() per node: a node's reason is the first policy's that no eviction can help (later
-        # policies are not asked about it), else the first an eviction could.
-        out = Sparse()
-        final: set[str] = set()
-        for policy in prepared.policies:
-            among = cands if not final else {n: s for n, s in cands.items() if n not in final}
-            found = self._policy_reasons(policy, among, prepared, ctx)
-            if found:
-                prepared.refused[policy.ref] = policy
-            for name, reason in found.items():
-                current = out.get(name)
-                if current is None or (current.kind is Kind.EXHAUSTED and reason.kind is not Kind.EXHAUSTED):
-                    out[name] = reason
-                if reason.kind is not Kind.EXHAUSTED:
-                    final.add(name)
-        return out
+        parts = [
+            functools.partial(self._refusing, policy, prepared=prepared, ctx=ctx)
+            for policy in prepared.policies
+        ]
+        return Sparse(and_failures(parts, cands, _hopeless))
+
+    def _refusing(
+        self, policy: CompiledPolicy, among: Mapping[str, NodeState], *, prepared: Governing, ctx: PodContext
+    ) -> Mapping[str, Reason]:
+        found = self._policy_reasons(policy, among, prepared, ctx)
+        if found:
+            prepared.refused[policy.ref] = policy
+        return found
 
     def _policy_reasons(
         self, policy: CompiledPolicy, among: Mapping[str, NodeState], prepared: Governing, ctx: PodContext
@@ -228,3 +225,8 @@ class PlacementPolicyStep(NodeFilter):
 
 
 STEPS = (PlacementPolicyStep,)
+
+
+def _hopeless(reason: Reason) -> bool:
+    """No eviction can help the node: kube-scheduler does not preempt for it."""
+    return reason.kind is not Kind.EXHAUSTED
