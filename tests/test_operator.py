@@ -173,6 +173,37 @@ def test_workloads_are_checked_through_their_pod_template():
     assert check_pod_object({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}) == ([], [])
 
 
+def test_the_webhook_refuses_what_scheduling_refuses_an_images_ram_bounds_against_the_limits():
+    def pod(memory: str) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "p",
+                "namespace": "x",
+                "annotations": {"berth.dev/image": json.dumps({"requirements": {"min_ram": 1024}})},
+            },
+            "spec": {
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"memory": memory}}}]
+            },
+        }
+
+    problems, _ = check_pod_object(pod("512Mi"))
+    assert problems == [
+        "annotation berth.dev/image: requirements.min_ram is 1024 MiB but the pod's RAM (memory limit) "
+        "is 512 MiB"
+    ]
+    # The same text the extender gives at scheduling, as a 400.
+    from berth.errors import InvalidAnnotation
+    from berth.vocab.pod import compile_pod
+    from tests.builders import to_pod
+
+    with pytest.raises(InvalidAnnotation) as refused:
+        compile_pod(to_pod(pod("512Mi")))
+    assert problems[0] in str(refused.value)
+    assert check_pod_object(pod("2Gi")) == ([], [])
+
+
 def test_self_signed_certificates_serve_tls_for_the_named_hosts(tmp_path):
     files = self_signed(tmp_path, ["127.0.0.1", "berth-operator.berth.svc"])
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

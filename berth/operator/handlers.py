@@ -22,7 +22,7 @@ import kopf
 
 from berth import annotations as ann
 from berth.audit import PolicyCounts, policy_counts
-from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_template
+from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_requests, pod_template
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
@@ -169,7 +169,9 @@ def validate_policy(body: kopf.Body, **_: Any) -> None:
 
 
 def check_pod_object(obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(problems, warnings) of a pod or workload's berth annotations."""
+    """(problems, warnings) of a pod or workload's berth annotations, checked as scheduling checks
+    them (berth.vocab.pod.check_annotations, with the pod's limits: an image's RAM bounds are refused
+    here, not first as a 400 at scheduling)."""
     template = pod_template(dict(obj))
     if template is None:
         return [], []
@@ -180,7 +182,11 @@ def check_pod_object(obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     ]
     if problems:
         return problems, []
-    found, spec = check_annotations(berth_only)
+    try:
+        _requests, limits = pod_requests(template.get("spec") or {}, "pod template")
+    except SnapshotError:  # a malformed quantity is the API server's to refuse, not berth's
+        limits = None
+    found, spec = check_annotations(berth_only, limits=limits)
     misplaced = [message for _field, _rule, message in outside_template_warnings(dict(obj))]
     return found, [e.message for e in spec.warnings] + misplaced
 
