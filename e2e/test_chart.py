@@ -84,7 +84,7 @@ def test_a_provided_secret_and_ca_bundle_replace_the_generated_certificate(clust
 
 
 def test_without_peering_one_operator_runs_standalone_and_needs_no_peering_rights(cluster):
-    chart = rendered("--set", "operator.peering.enabled=false")
+    chart = rendered("--set", "operator.peering.enabled=false", "--set", "operator.replicas=1")
     assert "--standalone" in chart.container("-operator", "operator")["args"]
     assert not chart.of_kind("ClusterKopfPeering")
     rules = chart.named("ClusterRole", "-operator")["rules"]
@@ -122,9 +122,9 @@ def test_the_allocator_configuration_value_becomes_the_extenders_config_file(clu
             ["--set", "webhook.certificate.mode=vault"], "/webhook/certificate/mode", id="an unknown mode"
         ),
         pytest.param(
-            ["--set", "operator.replicas=2"],
-            "operator.replicas must be 0 or 1",
-            id="several operators, which kopf peering would all pause",
+            ["--set", "operator.peering.enabled=false"],
+            "operator.replicas > 1 needs operator.peering.enabled",
+            id="several standalone operators, which would all handle every policy",
         ),
         pytest.param(
             ["--set", "scheduler.leaderElection.enabled=false"],

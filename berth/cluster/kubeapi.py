@@ -192,6 +192,12 @@ class KubeClient:
         answer = await self._send("POST", path, data=orjson.dumps(body), headers=headers)
         return orjson.loads(answer.body) if answer.body else {}
 
+    async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch."""
+        headers = {"Content-Type": "application/merge-patch+json"}
+        answer = await self._send("PATCH", path, data=orjson.dumps(body), headers=headers)
+        return orjson.loads(answer.body) if answer.body else {}
+
     async def list_pages(self, path: str, params: dict[str, Any] | None = None, limit: int = 500):
         """(items, resourceVersion) of a whole list, read page by page."""
         items: list[dict[str, Any]] = []
