@@ -245,6 +245,11 @@ def test_helm_install_against_the_cluster_renders_and_validates(cluster):
     )
     assert result.returncode == 0, result.stderr
     assert "schedulerName: trial-scheduler" in result.stdout  # the NOTES
+    # which point at the placement record and berth explain, and at the image to build
+    assert "berth.dev/placement" in result.stdout and "berth explain" in result.stdout
+    assert "No berth image is published" in result.stdout
+    # the kube-scheduler of the cluster's version, as helm found it on the API server
+    assert "registry.k8s.io/kube-scheduler:v1.36.3" in result.stdout
 
 
 def test_the_end_to_end_kube_scheduler_loads_the_charts_scheduler_configuration(cluster):

@@ -1,9 +1,11 @@
-"""The chart's files that need no helm: values documented and valid, the CRDs shared with manifests/, the
-generated scheduler configuration. Rendering, linting and the API server are e2e/test_chart.py's."""
+"""The chart's files: values documented and valid, the CRDs shared with manifests/, the generated
+scheduler configuration, and the objects `helm template` renders from them (with the helm the end-to-end
+suite builds; skipped without it). Linting and the API server are e2e/test_chart.py's."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -89,3 +91,81 @@ def test_the_generated_scheduler_configuration_keeps_what_berth_relies_on():
     )
     assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
     assert config["leaderElection"]["resourceName"] == "berth-scheduler"
+
+
+# -- the chart rendered by helm (skipped where e2e/build-controlplane.sh has not built helm) ------------
+def _built_helm() -> str | None:
+    if os.environ.get("BERTH_HELM"):
+        return os.environ["BERTH_HELM"]
+    cache = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache/berth"))
+    found = sorted(cache.glob("controlplane/v1.36*/bin/helm"))
+    return str(found[-1]) if found else None
+
+
+@pytest.fixture
+def helm(monkeypatch):
+    binary = _built_helm()
+    if binary is None:
+        pytest.skip("helm is not built (e2e/build-controlplane.sh)")
+    monkeypatch.setenv("BERTH_HELM", binary)
+
+    def render(*args: str) -> list[dict]:
+        return render_chart.documents(render_chart.render("--namespace", "berth-system", *args))
+
+    return render
+
+
+def _one(objects: list[dict], kind: str, suffix: str = "") -> dict:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, (kind, suffix, [o["metadata"]["name"] for o in found])
+    return found[0]
+
+
+def _pod_spec(objects: list[dict], suffix: str) -> dict:
+    return _one(objects, "Deployment", suffix)["spec"]["template"]["spec"]
+
+
+def _container(objects: list[dict], suffix: str, name: str) -> dict:
+    return next(c for c in _pod_spec(objects, suffix)["containers"] if c["name"] == name)
+
+
+def test_the_chart_needs_kubernetes_1_28_for_the_webhooks_match_conditions():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["kubeVersion"] == ">=1.28.0-0"
+
+
+def test_helm_refuses_a_cluster_older_than_1_28(helm):
+    result = render_chart.helm("template", "berth", str(CHART), "--kube-version", "v1.27.9", check=False)
+    assert result.returncode != 0 and "incompatible with Kubernetes v1.27.9" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("cluster", "tag"),
+    [
+        ("v1.36.3", "v1.36.3"),
+        ("v1.30.4-eks-a737599", "v1.30.4"),
+        ("v1.29.1+k3s1", "v1.29.1"),
+        ("1.31.2", "v1.31.2"),
+    ],
+)
+def test_kube_scheduler_runs_the_clusters_version_without_a_vendor_suffix(helm, cluster, tag):
+    image = _container(helm("--kube-version", cluster), "-scheduler", "kube-scheduler")["image"]
+    assert image == f"registry.k8s.io/kube-scheduler:{tag}"
+
+
+def test_a_kube_scheduler_tag_given_overrides_the_clusters_version(helm):
+    objects = helm("--kube-version", "v1.36.3", "--set", "scheduler.image.tag=v1.35.2")
+    assert _container(objects, "-scheduler", "kube-scheduler")["image"].endswith(":v1.35.2")
+
+
+def test_the_scheduler_runs_at_the_priority_of_the_clusters_own_scheduler(helm):
+    assert _pod_spec(helm(), "-scheduler")["priorityClassName"] == "system-cluster-critical"
+
+
+def test_two_operator_replicas_with_peering_and_a_budget_that_keeps_one(helm):
+    objects = helm()
+    operator = _one(objects, "Deployment", "-operator")
+    assert operator["spec"]["replicas"] == 2
+    args = _container(objects, "-operator", "operator")["args"]
+    assert "--peering=berth" in args and not any(a.startswith("--priority") for a in args)
+    assert _one(objects, "PodDisruptionBudget", "-operator")["spec"]["maxUnavailable"] == 1
