@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -169,3 +170,143 @@ def test_two_operator_replicas_with_peering_and_a_budget_that_keeps_one(helm):
     args = _container(objects, "-operator", "operator")["args"]
     assert "--peering=berth" in args and not any(a.startswith("--priority") for a in args)
     assert _one(objects, "PodDisruptionBudget", "-operator")["spec"]["maxUnavailable"] == 1
+
+
+def _berth_metric_names() -> set[str]:
+    """Every series name berth's extender exports (a histogram's and a counter's included)."""
+    from berth.extender.app import create_app
+    from berth.extender.placer import Placer
+    from berth.extender.serve import SnapshotCluster
+    from berth.pipeline import default_pipeline
+    from tests.builders import view
+
+    placer = Placer(
+        SnapshotCluster(view()),
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=None,
+        recorder=None,
+    )
+    registry = create_app(placer).state.metrics.registry
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    return {f.name + suffix for f in registry.collect() for suffix in suffixes[f.type]}
+
+
+# Series from elsewhere that the alerts and the dashboard read: Prometheus's own `up`, and
+# kube-scheduler's (berth-scheduler's own queue and lease; checked against a running kube-scheduler in
+# e2e/test_chart.py).
+OTHER_SERIES = {"up", "leader_election_master_status", "scheduler_pending_pods"}
+SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+
+
+def _series(expression: str) -> set[str]:
+    return set(SELECTOR.findall(expression))
+
+
+def test_the_metrics_port_is_the_only_extender_port_and_the_verbs_stay_on_loopback(helm):
+    objects = helm()
+    extender = _container(objects, "-scheduler", "extender")
+    assert "--host=127.0.0.1" in extender["args"] and "--metrics-port=10261" in extender["args"]
+    assert extender["ports"] == [{"name": "metrics", "containerPort": 10261, "protocol": "TCP"}]
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert extender[probe]["httpGet"] == {"path": path, "port": "metrics", "scheme": "HTTPS"}
+    service = _one(objects, "Service", "-scheduler")
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"https": 10259, "metrics": 10261}
+    reader = _one(objects, "ClusterRole", "-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    rules = _one(objects, "ClusterRole", "-extender")["rules"]
+    assert {
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["tokenreviews"],
+        "verbs": ["create"],
+    } in rules
+    assert {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    } in rules
+    assert not [o for o in objects if o["kind"] in ("NetworkPolicy", "ServiceMonitor", "PrometheusRule")]
+
+
+def test_readers_are_bound_to_the_metrics_reader_role(helm):
+    subject = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    objects = helm("--set-json", f"metrics.readers=[{json.dumps(subject)}]")
+    binding = _one(objects, "ClusterRoleBinding", "-metrics-reader")
+    assert binding["roleRef"]["name"] == "berth-metrics-reader" and binding["subjects"] == [subject]
+
+
+def test_the_network_policy_opens_only_the_secure_port_and_the_metrics_port(helm):
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    objects = helm(
+        "--set",
+        "extender.networkPolicy.enabled=true",
+        "--set-json",
+        f"extender.networkPolicy.from={json.dumps(peers)}",
+    )
+    ingress = _one(objects, "NetworkPolicy", "-scheduler")["spec"]["ingress"]
+    assert ingress == [
+        {"ports": [{"port": 10259, "protocol": "TCP"}]},
+        {"ports": [{"port": 10261, "protocol": "TCP"}], "from": peers},
+    ]
+
+
+def test_the_service_monitor_scrapes_both_ports_over_https_with_a_token(helm):
+    monitor = _one(helm("--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
+    endpoints = monitor["spec"]["endpoints"]
+    assert [e["port"] for e in endpoints] == ["metrics", "https"]
+    for endpoint in endpoints:
+        assert endpoint["scheme"] == "https" and endpoint["path"] == "/metrics"
+        assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def test_the_removed_listen_address_is_refused_with_what_to_do_instead(helm):
+    result = render_chart.helm(
+        "template", "berth", str(CHART), "--set", "extender.listenAddress=0.0.0.0", check=False
+    )
+    assert result.returncode != 0
+    assert "extender.listenAddress (0.0.0.0) is gone" in result.stderr and "metricsPort" in result.stderr
+    helm("--set", "extender.listenAddress=127.0.0.1")  # the old default, as --reuse-values carries it
+
+
+def test_the_alerts_and_the_dashboard_are_rendered_only_when_asked_for(helm):
+    objects = helm()
+    assert not [o for o in objects if o["kind"] == "PrometheusRule"]
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-dashboard")]
+    objects = helm("--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true")
+    assert _one(objects, "PrometheusRule")
+    dashboard = _one(objects, "ConfigMap", "-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_every_alert_names_its_series_and_each_is_one_berth_or_kube_scheduler_exports(helm):
+    rule = _one(helm("--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule")
+    alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert set(alerts) == {
+        "BerthSchedulerNoLeader",
+        "BerthExtenderDown",
+        "BerthExtenderNotReady",
+        "BerthFilterErrors",
+        "BerthBindsRefusedOrFailed",
+        "BerthCacheLagging",
+        "BerthPodsPendingTooLong",
+    }
+    known = _berth_metric_names() | OTHER_SERIES
+    for name, expression in alerts.items():
+        series = _series(expression)
+        assert series, name
+        assert series <= known, (name, series - known)
+        # this release's series only
+        assert 'namespace="berth-system",job="berth-scheduler"' in expression, name
+
+
+def test_every_dashboard_query_reads_series_berth_or_kube_scheduler_exports(helm):
+    dashboard = _one(helm("--set", "metrics.dashboard.enabled=true"), "ConfigMap", "-dashboard")
+    panels = json.loads(dashboard["data"]["berth.json"])["panels"]
+    titles = " ".join(p["title"] for p in panels).lower()
+    for topic in ("decisions", "latency", "binds", "cache lag", "pending"):
+        assert topic in titles
+    known = _berth_metric_names() | OTHER_SERIES
+    for panel in panels:
+        for target in panel["targets"]:
+            series = _series(target["expr"])
+            assert series and series <= known, (panel["title"], series - known)

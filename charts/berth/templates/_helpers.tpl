@@ -139,13 +139,3 @@ extenders:
 {{- toYaml $config -}}
 {{- end -}}
 {{- end -}}
-
-{{/* An exec probe that GETs a path of the extender on loopback (kubelet probes cannot reach 127.0.0.1). */}}
-{{- define "berth.extenderProbe" -}}
-{{- $root := index . 0 -}}
-exec:
-  command:
-    - python
-    - -c
-    - {{ printf "import urllib.request; urllib.request.urlopen('http://127.0.0.1:%v%s', timeout=4)" $root.Values.extender.port (index . 1) | quote }}
-{{- end -}}
