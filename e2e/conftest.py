@@ -185,6 +185,8 @@ class Cluster:
         self.kubeconfigs: dict[str, Path] = {}
         self.operator_liveness = ""
         self.metrics_port = 0  # the extender's metrics port (the chart's, on every address as in a pod)
+        # the operator's webhook: its port, certificate files, log and arguments (the chart's, localised)
+        self.webhook: dict[str, Any] = {}
         self.nodes = [f"node-{i:02d}" for i in range(NODES)]
 
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess:
@@ -306,6 +308,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.kubeconfigs = {"scheduler": scheduler_kubeconfig, "operator": operator_kubeconfig}
         cluster.operator_liveness = liveness
         cluster.metrics_port = metrics_port
+        cluster.webhook = {"port": webhook_port, "certs": certs, "log": operator_log, "args": operator}
         _wait_nodes_seen(cluster)
         yield cluster
     finally:
