@@ -341,6 +341,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise BerthError("--follow-lease goes with a live cluster, not --cluster")
     if bool(args.metrics_cert) != bool(args.metrics_key):
         raise BerthError("--metrics-cert and --metrics-key go together")
+    if args.metrics_port and args.metrics_auth == "delegated" and args.cluster:
+        raise BerthError(
+            "--metrics-auth delegated asks the API server who may scrape: with --cluster, use none"
+        )
     config = _allocator_config(args.config)
     metrics = None
     if args.metrics_port:

@@ -187,3 +187,23 @@ def test_berth_serve_keeps_the_verbs_on_loopback_and_only_health_and_metrics_on_
         proc.terminate()
         # SIGTERM stops both listeners (uvicorn re-raises the signal once it has shut down)
         assert proc.wait(timeout=15) in (0, -signal.SIGTERM)
+
+
+def test_a_snapshot_has_no_api_server_to_ask_who_may_scrape(tmp_path):
+    argv = [sys.executable, "-m", "berth.cli", "serve", "--cluster", str(ROOT / "examples/cluster.yaml")]
+    result = subprocess.run([*argv, "--metrics-port", "1"], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "with --cluster, use none" in result.stderr
+
+
+def test_verb_errors_are_counted_per_verb():
+    placer = Placer(
+        SnapshotCluster(view(node("n1"))),
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=None,
+        recorder=None,
+    )
+    client = TestClient(create_app(placer))
+    assert 'berth_extender_errors_total{verb="filter"} 0.0' in client.get("/metrics").text
+    assert client.post("/filter", content=b"{not json").status_code == 400
+    assert 'berth_extender_errors_total{verb="filter"} 1.0' in client.get("/metrics").text
