@@ -13,7 +13,7 @@ token, and serves the webhook configuration the API server calls.
   bytes), and the same operator process presents the new certificate within seconds: the API server,
   given only the new CA, gets its admission answers, and the log says the certificate was reloaded.
 - a PlacementPolicy the operator handled carries no finalizer, so deleting it never waits for the
-  operator.
+  operator; pods placed after it are counted in its status by the operator's refresh loop.
 """
 
 from __future__ import annotations
@@ -66,6 +66,27 @@ def _ready(cluster: Cluster, namespace: str, name: str) -> bool:
 
 def _peering_lines(log: Path) -> list[str]:
     return [x for x in log.read_text(errors="replace").splitlines() if "engines.peering" in x]
+
+
+def test_pods_placed_after_a_policy_are_counted_in_its_status_without_a_timer_per_policy(cluster, namespace):
+    from conftest import pod
+
+    cluster.apply(_policy("counted", namespace))
+    until("the policy reconciled", lambda: _ready(cluster, namespace, "counted"))
+    status = cluster.get("placementpolicy", "counted", namespace)["status"]
+    assert status.get("governedPods") == 0
+    labels = {"app": "counted", "app.kubernetes.io/name": "counted", "app.kubernetes.io/version": "1"}
+    cluster.apply(*(pod(f"counted-{i}", namespace, labels=labels) for i in range(3)))
+    cluster.wait_placed(namespace, [f"counted-{i}" for i in range(3)])
+
+    def counted() -> dict | None:
+        status = cluster.get("placementpolicy", "counted", namespace)["status"]
+        return status if status.get("governedPods") == 3 else None
+
+    # the operator's refresh loop recounts the namespace whose pods changed, every 30 s
+    status = until("the placed pods counted", counted, timeout=75)
+    assert status["violatingPods"] == 0  # one per host: berth placed them so
+    assert not cluster.get("placementpolicy", "counted", namespace)["metadata"].get("finalizers")
 
 
 def test_a_paused_replica_answers_the_webhook_and_takes_over_when_the_active_one_dies(cluster, namespace):
