@@ -629,7 +629,7 @@ def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from berth.extender.serve import serve
+    from berth.extender.serve import MetricsPort, serve
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise BerthError("--tls-cert and --tls-key go together")
@@ -639,8 +639,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise BerthError(f"--follow-lease should be NAMESPACE/NAME, found {args.follow_lease!r}")
         if args.cluster:
             raise BerthError("--follow-lease goes with a live cluster, not --cluster")
+    if bool(args.metrics_cert) != bool(args.metrics_key):
+        raise BerthError("--metrics-cert and --metrics-key go together")
+    if args.metrics_port and args.metrics_auth == "delegated" and args.cluster:
+        raise BerthError(
+            "--metrics-auth delegated asks the API server who may scrape: with --cluster, use none"
+        )
     config = _allocator_config(args.config)
+    metrics = None
+    if args.metrics_port:
+        metrics = MetricsPort(
+            args.metrics_port, args.metrics_host, args.metrics_auth, args.metrics_cert, args.metrics_key
+        )
     serve(
+        metrics=metrics,
         host=args.host,
         port=args.port,
         online=build_pipeline(config, offline=False),
@@ -1006,7 +1018,9 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     )
     srv.add_argument("--cluster", metavar="FILE", help="serve from a snapshot file instead of a live cluster")
     add_kubeconfig_args(srv)
-    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    srv.add_argument(
+        "--host", default="127.0.0.1", help="loopback address the verbs listen on (default 127.0.0.1)"
+    )
     srv.add_argument("--port", type=int, default=8888)
     srv.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
     srv.add_argument("--tls-key", metavar="FILE")
@@ -1040,6 +1054,27 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         help="with --follow-lease: the scheduler's identity in the Lease, before its '_' (default: this "
         "host's name, which kube-scheduler uses)",
     )
+    srv.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve /metrics (to bearer tokens the API server allows to get /metrics) and /healthz "
+        "/livez /readyz (to anyone) over HTTPS on this port too; never the verbs (default 0: off)",
+    )
+    srv.add_argument(
+        "--metrics-host", default="0.0.0.0", help="address of the metrics port (default 0.0.0.0)"
+    )
+    srv.add_argument(
+        "--metrics-auth",
+        choices=("delegated", "none"),
+        default="delegated",
+        help="delegated (default): TokenReview and SubjectAccessReview, as kube-scheduler; none: local runs",
+    )
+    srv.add_argument(
+        "--metrics-cert", metavar="FILE", help="certificate of the metrics port (default: self-signed)"
+    )
+    srv.add_argument("--metrics-key", metavar="FILE")
     srv.set_defaults(func=cmd_serve)
 
     op = sub.add_parser(

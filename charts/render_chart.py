@@ -35,7 +35,14 @@ RELEASE = "berth"
 NAMESPACE = "berth-system"
 # The chart rendered for kubectl users: cert-manager issues the webhook certificate (a certificate Helm
 # generated would be the same for every user of the file).
-INSTALL_ARGS = ("--namespace", NAMESPACE, "--api-versions", "cert-manager.io/v1")
+# Its kube-scheduler is the version the end-to-end suite runs: Helm's own default would stand for the
+# cluster's (the chart's default tag), and there is no cluster when rendering a file.
+KUBE_VERSION = "v1.36.3"
+INSTALL_ARGS = (
+    *("--namespace", NAMESPACE),
+    *("--api-versions", "cert-manager.io/v1"),
+    *("--kube-version", KUBE_VERSION),
+)
 TABLE_START, TABLE_END = "<!-- values-table:start -->", "<!-- values-table:end -->"
 GENERATED = "Generated from charts/berth by `python charts/render_chart.py`: edit the chart, not this file."
 

@@ -184,6 +184,9 @@ class Cluster:
         # what the chart's processes run with: kubeconfig per component, the operator's liveness URL
         self.kubeconfigs: dict[str, Path] = {}
         self.operator_liveness = ""
+        self.metrics_port = 0  # the extender's metrics port (the chart's, on every address as in a pod)
+        # the operator's webhook: its port, certificate files, log and arguments (the chart's, localised)
+        self.webhook: dict[str, Any] = {}
         self.nodes = [f"node-{i:02d}" for i in range(NODES)]
 
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess:
@@ -255,9 +258,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         scheduler_kubeconfig = service_account_kubeconfig(cp, chart.service_account("-scheduler"))
         allocator = workdir / "allocator.yaml"
         allocator.write_text(chart.named("ConfigMap", "-allocator")["data"]["allocator.yaml"])
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         serve = chart_args(
-            chart.container("-scheduler", "extender"), {"--port": str(port), "--config": str(allocator)}
+            chart.container("-scheduler", "extender"),
+            {"--port": str(port), "--config": str(allocator), "--metrics-port": str(metrics_port)},
         )
         extender_log = logs / "berth-extender.log"
         procs.append(
@@ -303,6 +307,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster = Cluster(cp, f"http://127.0.0.1:{port}", chart)
         cluster.kubeconfigs = {"scheduler": scheduler_kubeconfig, "operator": operator_kubeconfig}
         cluster.operator_liveness = liveness
+        cluster.metrics_port = metrics_port
+        cluster.webhook = {"port": webhook_port, "certs": certs, "log": operator_log, "args": operator}
         _wait_nodes_seen(cluster)
         yield cluster
     finally:

@@ -17,8 +17,10 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,19 +173,24 @@ def test_the_extender_of_the_image_places_pods_under_a_real_scheduler(image, clu
     for path in [sa, config, *sa.iterdir(), *config.iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
-    port = free_port()
-    args = chart_args(chart.container("-scheduler", "extender"), {"--port": str(port)})
+    port, metrics_port = free_port(), free_port()
+    args = chart_args(
+        chart.container("-scheduler", "extender"), {"--port": str(port), "--metrics-port": str(metrics_port)}
+    )
     env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(cp.apiserver_port)}
     log = cp.workdir / "logs/berth-image-extender.log"
     with log.open("w") as out:
         proc = image.run(args, env, sa, config, background=True, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_http(f"http://127.0.0.1:{port}/readyz", proc, log)
-        # The chart's readiness probe, run in the image as the kubelet would run it.
-        probe = chart.container("-scheduler", "extender")["readinessProbe"]["exec"]["command"]
-        probe = [p.replace(":8888/", f":{port}/") for p in probe]
-        ready = image.run(probe[1:], {}, sa, config, command=probe[:1])
-        assert ready.returncode == 0, ready.stderr
+        # The chart's readiness probe, as the kubelet runs it: HTTPS on the metrics port, unverified, no
+        # token (the image made its own certificate in its read-only root's /tmp).
+        probe = chart.container("-scheduler", "extender")["readinessProbe"]["httpGet"]
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        url = f"https://127.0.0.1:{metrics_port}{probe['path']}"
+        with urllib.request.urlopen(url, timeout=5, context=insecure) as ready:
+            assert ready.status == 200
         scheduler = chart.scheduler_config()
         scheduler["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{port}"
         scheduler["profiles"][0]["schedulerName"] = SCHEDULER

@@ -6,7 +6,10 @@ berth-scheduler places the pods.
 - a rolling update runs to the end under ONE_PER_HOST, never two pods of the app and version on a node;
 - a PodDisruptionBudget gets its status (disruptionsAllowed) from the disruption controller;
 - the chart installed with helm reaches Ready (its pods run on kwok's nodes: kwok runs no container, so
-  this is the chart's objects, probes aside, as the controllers see them).
+  this is the chart's objects, probes aside, as the controllers see them): two operator replicas, a
+  budget that lets a drain take one, and `helm uninstall` finishing;
+- with the operator gone, deleting the PlacementPolicy CRD finishes: no policy the operator handled
+  carries a finalizer.
 """
 
 from __future__ import annotations
@@ -232,15 +235,47 @@ def test_the_chart_installed_with_helm_reaches_ready(stack: Stack) -> None:
                 deployment["metadata"],
                 status,
             )
+        operator = next(d for d in deployments if d["metadata"]["name"] == "berth-operator")
+        assert operator["spec"]["replicas"] == 2
+        # the disruption controller counts both operator replicas: a drain may take one, not both
+        budget = cp.kubectl_json("get", "pdb", "berth-operator", "-n", "berth-system").get("status", {})
+        assert budget.get("currentHealthy") == 2 and budget.get("disruptionsAllowed") == 1, budget
+        result = subprocess.run([*helm, *uninstall_args()], capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
     finally:
-        uninstall = [
-            *helm,
-            "uninstall",
-            "berth",
-            "--namespace",
-            "berth-system",
-            "--wait",
-            "--timeout",
-            "120s",
-        ]
-        subprocess.run(uninstall, capture_output=True, timeout=180)
+        subprocess.run([*helm, *uninstall_args()], capture_output=True, timeout=180)  # if not yet
+
+
+def uninstall_args() -> list[str]:
+    return [
+        "uninstall",
+        "berth",
+        "--namespace",
+        "berth-system",
+        "--ignore-not-found",
+        "--wait",
+        "--timeout",
+        "120s",
+    ]
+
+
+def test_with_the_operator_gone_deleting_the_crd_finishes(stack: Stack) -> None:
+    # The documented order: helm uninstall (the operator goes), then the CRD, which deletes every
+    # PlacementPolicy. A policy the operator handled must not wait for it.
+    ns = _namespace(stack, "uninstall")
+    policy = {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": "one-per-host", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "policy": {"type": "ONE_PER_HOST"}},
+    }
+    _apply(stack, policy)
+    until("the policy Ready", lambda: _policy_ready(stack, ns))
+    policies = stack.cp.kubectl_json("get", "placementpolicies", "-A")["items"]
+    assert len(policies) >= 2  # this one and the rolling update's
+    assert all(not p["metadata"].get("finalizers") for p in policies), [p["metadata"] for p in policies]
+    stack.operator.stop()
+    result = stack.cp.kubectl("delete", "crd", "placementpolicies.berth.dev", "--timeout=60s", check=False)
+    assert result.returncode == 0, result.stderr
+    gone = stack.cp.kubectl("get", "crd", "placementpolicies.berth.dev", check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr

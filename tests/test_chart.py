@@ -1,9 +1,12 @@
-"""The chart's files that need no helm: values documented and valid, the CRDs shared with manifests/, the
-generated scheduler configuration. Rendering, linting and the API server are e2e/test_chart.py's."""
+"""The chart's files: values documented and valid, the CRDs shared with manifests/, the generated
+scheduler configuration, and the objects `helm template` renders from them (with the helm the end-to-end
+suite builds; skipped without it). Linting and the API server are e2e/test_chart.py's."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -89,3 +92,221 @@ def test_the_generated_scheduler_configuration_keeps_what_berth_relies_on():
     )
     assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
     assert config["leaderElection"]["resourceName"] == "berth-scheduler"
+
+
+# -- the chart rendered by helm (skipped where e2e/build-controlplane.sh has not built helm) ------------
+def _built_helm() -> str | None:
+    if os.environ.get("BERTH_HELM"):
+        return os.environ["BERTH_HELM"]
+    cache = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache/berth"))
+    found = sorted(cache.glob("controlplane/v1.36*/bin/helm"))
+    return str(found[-1]) if found else None
+
+
+@pytest.fixture
+def helm(monkeypatch):
+    binary = _built_helm()
+    if binary is None:
+        pytest.skip("helm is not built (e2e/build-controlplane.sh)")
+    monkeypatch.setenv("BERTH_HELM", binary)
+
+    def render(*args: str) -> list[dict]:
+        return render_chart.documents(render_chart.render("--namespace", "berth-system", *args))
+
+    return render
+
+
+def _one(objects: list[dict], kind: str, suffix: str = "") -> dict:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, (kind, suffix, [o["metadata"]["name"] for o in found])
+    return found[0]
+
+
+def _pod_spec(objects: list[dict], suffix: str) -> dict:
+    return _one(objects, "Deployment", suffix)["spec"]["template"]["spec"]
+
+
+def _container(objects: list[dict], suffix: str, name: str) -> dict:
+    return next(c for c in _pod_spec(objects, suffix)["containers"] if c["name"] == name)
+
+
+def test_the_chart_needs_kubernetes_1_28_for_the_webhooks_match_conditions():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["kubeVersion"] == ">=1.28.0-0"
+
+
+def test_helm_refuses_a_cluster_older_than_1_28(helm):
+    result = render_chart.helm("template", "berth", str(CHART), "--kube-version", "v1.27.9", check=False)
+    assert result.returncode != 0 and "incompatible with Kubernetes v1.27.9" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("cluster", "tag"),
+    [
+        ("v1.36.3", "v1.36.3"),
+        ("v1.30.4-eks-a737599", "v1.30.4"),
+        ("v1.29.1+k3s1", "v1.29.1"),
+        ("1.31.2", "v1.31.2"),
+    ],
+)
+def test_kube_scheduler_runs_the_clusters_version_without_a_vendor_suffix(helm, cluster, tag):
+    image = _container(helm("--kube-version", cluster), "-scheduler", "kube-scheduler")["image"]
+    assert image == f"registry.k8s.io/kube-scheduler:{tag}"
+
+
+def test_a_kube_scheduler_tag_given_overrides_the_clusters_version(helm):
+    objects = helm("--kube-version", "v1.36.3", "--set", "scheduler.image.tag=v1.35.2")
+    assert _container(objects, "-scheduler", "kube-scheduler")["image"].endswith(":v1.35.2")
+
+
+def test_the_scheduler_runs_at_the_priority_of_the_clusters_own_scheduler(helm):
+    assert _pod_spec(helm(), "-scheduler")["priorityClassName"] == "system-cluster-critical"
+
+
+def test_two_operator_replicas_with_peering_and_a_budget_that_keeps_one(helm):
+    objects = helm()
+    operator = _one(objects, "Deployment", "-operator")
+    assert operator["spec"]["replicas"] == 2
+    args = _container(objects, "-operator", "operator")["args"]
+    assert "--peering=berth" in args and not any(a.startswith("--priority") for a in args)
+    assert _one(objects, "PodDisruptionBudget", "-operator")["spec"]["maxUnavailable"] == 1
+
+
+def _berth_metric_names() -> set[str]:
+    """Every series name berth's extender exports (a histogram's and a counter's included)."""
+    from berth.extender.app import create_app
+    from berth.extender.placer import Placer
+    from berth.extender.serve import SnapshotCluster
+    from berth.pipeline import default_pipeline
+    from tests.builders import view
+
+    placer = Placer(
+        SnapshotCluster(view()),
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=None,
+        recorder=None,
+    )
+    registry = create_app(placer).state.metrics.registry
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    return {f.name + suffix for f in registry.collect() for suffix in suffixes[f.type]}
+
+
+# Series from elsewhere that the alerts and the dashboard read: Prometheus's own `up`, and
+# kube-scheduler's (berth-scheduler's own queue and lease; checked against a running kube-scheduler in
+# e2e/test_chart.py).
+OTHER_SERIES = {"up", "leader_election_master_status", "scheduler_pending_pods"}
+SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+
+
+def _series(expression: str) -> set[str]:
+    return set(SELECTOR.findall(expression))
+
+
+def test_the_metrics_port_is_the_only_extender_port_and_the_verbs_stay_on_loopback(helm):
+    objects = helm()
+    extender = _container(objects, "-scheduler", "extender")
+    assert "--host=127.0.0.1" in extender["args"] and "--metrics-port=10261" in extender["args"]
+    assert extender["ports"] == [{"name": "metrics", "containerPort": 10261, "protocol": "TCP"}]
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert extender[probe]["httpGet"] == {"path": path, "port": "metrics", "scheme": "HTTPS"}
+    service = _one(objects, "Service", "-scheduler")
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"https": 10259, "metrics": 10261}
+    reader = _one(objects, "ClusterRole", "-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    rules = _one(objects, "ClusterRole", "-extender")["rules"]
+    assert {
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["tokenreviews"],
+        "verbs": ["create"],
+    } in rules
+    assert {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    } in rules
+    assert not [o for o in objects if o["kind"] in ("NetworkPolicy", "ServiceMonitor", "PrometheusRule")]
+
+
+def test_readers_are_bound_to_the_metrics_reader_role(helm):
+    subject = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    objects = helm("--set-json", f"metrics.readers=[{json.dumps(subject)}]")
+    binding = _one(objects, "ClusterRoleBinding", "-metrics-reader")
+    assert binding["roleRef"]["name"] == "berth-metrics-reader" and binding["subjects"] == [subject]
+
+
+def test_the_network_policy_opens_only_the_secure_port_and_the_metrics_port(helm):
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    objects = helm(
+        "--set",
+        "extender.networkPolicy.enabled=true",
+        "--set-json",
+        f"extender.networkPolicy.from={json.dumps(peers)}",
+    )
+    ingress = _one(objects, "NetworkPolicy", "-scheduler")["spec"]["ingress"]
+    assert ingress == [
+        {"ports": [{"port": 10259, "protocol": "TCP"}]},
+        {"ports": [{"port": 10261, "protocol": "TCP"}], "from": peers},
+    ]
+
+
+def test_the_service_monitor_scrapes_both_ports_over_https_with_a_token(helm):
+    monitor = _one(helm("--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
+    endpoints = monitor["spec"]["endpoints"]
+    assert [e["port"] for e in endpoints] == ["metrics", "https"]
+    for endpoint in endpoints:
+        assert endpoint["scheme"] == "https" and endpoint["path"] == "/metrics"
+        assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def test_the_removed_listen_address_is_refused_with_what_to_do_instead(helm):
+    result = render_chart.helm(
+        "template", "berth", str(CHART), "--set", "extender.listenAddress=0.0.0.0", check=False
+    )
+    assert result.returncode != 0
+    assert "extender.listenAddress (0.0.0.0) is gone" in result.stderr and "metricsPort" in result.stderr
+    helm("--set", "extender.listenAddress=127.0.0.1")  # the old default, as --reuse-values carries it
+
+
+def test_the_alerts_and_the_dashboard_are_rendered_only_when_asked_for(helm):
+    objects = helm()
+    assert not [o for o in objects if o["kind"] == "PrometheusRule"]
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-dashboard")]
+    objects = helm("--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true")
+    assert _one(objects, "PrometheusRule")
+    dashboard = _one(objects, "ConfigMap", "-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_every_alert_names_its_series_and_each_is_one_berth_or_kube_scheduler_exports(helm):
+    rule = _one(helm("--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule")
+    alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert set(alerts) == {
+        "BerthSchedulerNoLeader",
+        "BerthExtenderDown",
+        "BerthExtenderNotReady",
+        "BerthFilterErrors",
+        "BerthBindsRefusedOrFailed",
+        "BerthCacheLagging",
+        "BerthPodsPendingTooLong",
+    }
+    known = _berth_metric_names() | OTHER_SERIES
+    for name, expression in alerts.items():
+        series = _series(expression)
+        assert series, name
+        assert series <= known, (name, series - known)
+        # this release's series only
+        assert 'namespace="berth-system",job="berth-scheduler"' in expression, name
+
+
+def test_every_dashboard_query_reads_series_berth_or_kube_scheduler_exports(helm):
+    dashboard = _one(helm("--set", "metrics.dashboard.enabled=true"), "ConfigMap", "-dashboard")
+    panels = json.loads(dashboard["data"]["berth.json"])["panels"]
+    titles = " ".join(p["title"] for p in panels).lower()
+    for topic in ("decisions", "latency", "binds", "cache lag", "pending"):
+        assert topic in titles
+    known = _berth_metric_names() | OTHER_SERIES
+    for panel in panels:
+        for target in panel["targets"]:
+            series = _series(target["expr"])
+            assert series and series <= known, (panel["title"], series - known)

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 
 import kopf
 import pytest
 
+from berth.cluster.kubeapi import ApiError
+from berth.operator import refresh
 from berth.operator.certs import self_signed
 from berth.operator.handlers import (
     check_pod_object,
     nodes_by_name,
     pods_by_namespace,
     ready_condition,
-    refresh_governed,
+    stale_counts,
     validate_pod,
     validate_policy,
 )
@@ -95,21 +98,52 @@ def test_the_status_counts_running_governed_pods_and_those_the_policy_refuses_wh
         ),
         pod("g", namespace="other", node="n1", labels={"app": "web", "app.kubernetes.io/name": "web"}),
     )
-    patch = kopf.Patch()
-    refresh_governed(
-        body=body, status={}, namespace="shop", patch=patch, pods_by_namespace=pods, nodes_by_name=nodes
-    )
+    policies = {"shop": [refresh.policy_record(body)]}
     # a, b and c match the selector, f names the policy; a and b share n1, c and f share n2: one pod
     # too many on each (b and f, the younger of each pair), as `berth audit` counts.
-    assert patch.status["governedPods"] == 4
-    assert patch.status["violatingPods"] == 2
-    later = kopf.Patch()
-    kept = {"governedPods": 4, "violatingPods": 4}
+    assert stale_counts(["shop"], policies, pods, nodes) == [
+        ("shop", "web-policy", {"governedPods": 4, "violatingPods": 2})
+    ]
+    policies["shop"][0]["status"] = {"governedPods": 4, "violatingPods": 2}
+    assert stale_counts(["shop", "other"], policies, pods, nodes) == []  # nothing to write
     pods["shop"] = [p for p in pods["shop"] if p.name not in ("b", "f")]
-    refresh_governed(
-        body=body, status=kept, namespace="shop", patch=later, pods_by_namespace=pods, nodes_by_name=nodes
-    )
-    assert dict(later.status) == {"governedPods": 2, "violatingPods": 0}
+    assert stale_counts(["shop"], policies, pods, nodes) == [
+        ("shop", "web-policy", {"governedPods": 2, "violatingPods": 0})
+    ]
+
+
+def test_no_handler_makes_kopf_put_a_finalizer_on_placement_policies():
+    # A timer, a daemon or a mandatory on-delete handler would: nothing would remove it once the
+    # operator is uninstalled, and deleting the CRD would hang.
+    registry = kopf.get_default_registry()
+    assert not registry._spawning.get_all_handlers()
+    assert not [h for h in registry._changing.get_all_handlers() if h.requires_finalizer]
+
+
+def test_the_refresh_recounts_only_the_namespaces_whose_pods_changed_or_all_after_a_node_did():
+    refresh._marked.clear()
+    pods_by_namespace(body=pod("a", namespace="shop"), namespace="shop", name="a")
+    assert refresh.take(["shop", "bank"]) == ["shop"]
+    assert refresh.take(["shop", "bank"]) == []  # taken
+    nodes_by_name(body=node("n9"), name="n9")
+    assert refresh.take(["shop", "bank"]) == ["bank", "shop"]
+
+
+def test_the_refresh_patches_the_stale_counts_and_skips_a_policy_deleted_meanwhile():
+    written = []
+
+    class Client:
+        async def patch(self, path, body):
+            if "gone" in path:
+                raise ApiError("not found", status=404)
+            written.append((path, body))
+
+    def stale(namespaces):
+        return [(ns, name, {"governedPods": 1}) for ns in namespaces for name in ("p", "gone")]
+
+    patched = asyncio.run(refresh.refresh_once(Client(), stale, ["shop"]))
+    assert patched == 1
+    assert written == [(refresh.status_path("shop", "p"), {"status": {"governedPods": 1}})]
 
 
 def test_the_policy_webhook_refuses_an_invalid_policy_with_a_400_naming_the_field():

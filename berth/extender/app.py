@@ -65,6 +65,14 @@ class Metrics:
         )
         for outcome in BIND_OUTCOMES:
             self.binds.labels(outcome)  # shown at 0 before the first bind
+        self.errors = Counter(
+            "berth_extender_errors_total",
+            "Verb requests answered with an error of berth's own: a body that does not decode, or a failure.",
+            ["verb"],
+            registry=self.registry,
+        )
+        for verb in _decoders:
+            self.errors.labels(verb)  # shown at 0, so that a rate over it exists before the first error
         self.names = Counter(
             "berth_filter_node_names_total",
             "Filter calls by how their node names were read: found from the bytes, or decoded.",
@@ -121,6 +129,7 @@ class Verbs:
                 args = _decoders[verb].decode(body)
                 asked = placer.asked(args) if verb == "filter" else None
             except msgspec.DecodeError as exc:
+                self.metrics.errors.labels(verb).inc()
                 return 400, orjson.dumps({"error": f"{verb}: {_why(verb, body, exc)}"})
             if verb == "filter":
                 return 200, wire.ENCODER.encode(await placer.filter(args, asked))
@@ -131,6 +140,7 @@ class Verbs:
             return 200, wire.ENCODER.encode(await placer.preempt(args))
         except Exception as exc:  # a bug must cost one attempt, never the scheduler's connection
             log.exception("%s failed", verb)
+            self.metrics.errors.labels(verb).inc()
             return 200, wire.ENCODER.encode(
                 _failed(verb, f"berth: {verb} failed: {type(exc).__name__}: {exc}")
             )
@@ -260,17 +270,23 @@ def create_app(placer: Placer) -> HotVerbs:
 
     @app.get("/readyz", responses=openapi.READY_RESPONSES)
     async def readyz() -> Response:
-        ready = placer.cluster.ready()
-        body: dict[str, Any] = {"ready": ready}
-        if not ready and hasattr(placer.cluster, "waiting"):
-            body["waiting"] = placer.cluster.waiting()
-        return _json(body, 200 if ready else 503)
+        body = readiness(placer)
+        return _json(body, 200 if body["ready"] else 503)
 
     @app.get("/metrics", responses=openapi.METRICS_RESPONSES)
     async def metrics_route() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return HotVerbs(app, verbs)
+
+
+def readiness(placer: Placer) -> dict[str, Any]:
+    """What /readyz says: ready once the cache has listed the cluster, else what it waits for."""
+    ready = placer.cluster.ready()
+    body: dict[str, Any] = {"ready": ready}
+    if not ready and hasattr(placer.cluster, "waiting"):
+        body["waiting"] = placer.cluster.waiting()
+    return body
 
 
 def _failed(verb: str, message: str) -> Any:

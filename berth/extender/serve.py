@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
+import ipaddress
 import logging
 import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,9 +26,12 @@ from berth.cluster.model import Pod
 from berth.cluster.snapshot import load_snapshot
 from berth.cluster.view import ClusterView
 from berth.engine import Event, Pipeline
-from berth.extender.app import create_app
+from berth.errors import BerthError
+from berth.extender.app import create_app, readiness
 from berth.extender.placer import Placer
 from berth.extender.protocol import HotProtocol
+from berth.extender.scrape import DelegatedAuth, NoAuth, health_app
+from berth.operator.certs import self_signed
 
 log = logging.getLogger("berth.extender")
 # Python collects its young generation after 700 net allocations of containers, and that collection
@@ -105,6 +114,67 @@ def api_recorder(client: KubeClient):
     return record
 
 
+@dataclass(frozen=True)
+class MetricsPort:
+    """The port of /metrics and the health endpoints (berth.extender.scrape), HTTPS."""
+
+    port: int
+    host: str = "0.0.0.0"
+    auth: str = "delegated"  # or "none"
+    certfile: str | None = None  # empty: a self-signed certificate made at start, as kube-scheduler's
+    keyfile: str | None = None
+
+
+def loopback(host: str) -> str:
+    """The verbs' address: loopback only. kube-scheduler calls them from inside the pod, and /bind
+    writes Bindings with the extender's own rights, so nothing else may reach them."""
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return host
+    except ValueError:
+        if host == "localhost":
+            return host
+    raise BerthError(
+        f"--host {host}: the extender's verbs and /simulate listen on loopback only (127.0.0.1 or ::1); "
+        "serve /metrics and the health endpoints beyond the pod with --metrics-port"
+    )
+
+
+class _Beside(uvicorn.Server):
+    """A second server in the same event loop: the first one handles the signals and stops it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _metrics_server(front: Any, metrics: MetricsPort, client: KubeClient | None, log_level: str) -> _Beside:
+    if metrics.auth == "delegated":
+        if client is None:
+            raise BerthError("--metrics-auth delegated asks the API server: serve a live cluster or use none")
+        auth: Any = DelegatedAuth(client)
+    else:
+        auth = NoAuth()
+    certfile, keyfile = metrics.certfile, metrics.keyfile
+    if not certfile:
+        files = self_signed(
+            Path(tempfile.mkdtemp(prefix="berth-metrics-")), [socket.gethostname(), "localhost"]
+        )
+        certfile, keyfile = str(files.cert), str(files.key)
+    app = health_app(lambda: readiness(front.state.placer), front.state.metrics.registry, auth)
+    config = uvicorn.Config(
+        app,
+        host=metrics.host,
+        port=metrics.port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
+    )
+    return _Beside(config)
+
+
 def serve(
     *,
     host: str,
@@ -121,7 +191,9 @@ def serve(
     placement_events: tuple[str, ...] = (),
     follow_lease: str | None = None,
     identity: str | None = None,
+    metrics: MetricsPort | None = None,
 ) -> None:
+    host = loopback(host)
     # Before the event loop: a bad kubeconfig, context or credential plugin is one line, at once.
     creds = None if cluster_file else load_credentials(kubeconfig, context)
 
@@ -129,6 +201,7 @@ def serve(
         gc.set_threshold(*GC_THRESHOLDS)
         live: LiveCluster | None = None
         following: asyncio.Task | None = None
+        client: KubeClient | None = None
         if cluster_file:
             cluster: Any = SnapshotCluster(load_snapshot(cluster_file).view)
             # The snapshot is long-lived: keep it out of every later collection, as the live cache does.
@@ -178,9 +251,14 @@ def serve(
             ssl_keyfile=keyfile,
         )
         server = uvicorn.Server(config)
+        beside = _metrics_server(app, metrics, client, log_level) if metrics else None
+        side = asyncio.create_task(beside.serve(), name="metrics port") if beside else None
         try:
             await server.serve()
         finally:
+            if beside is not None and side is not None:
+                beside.should_exit = True
+                await asyncio.gather(side, return_exceptions=True)
             if following is not None:
                 following.cancel()
             if live is not None:

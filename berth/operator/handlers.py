@@ -4,7 +4,8 @@
   condition (True, or False with every error and its field path), observedGeneration, the number of
   running pods the policy governs and how many of them it refuses where they are (berth.audit, on a
   view of the policy's namespace built from the operator's own indexes of pods and nodes), refreshed
-  by a timer as pods come and go.
+  as pods and nodes come and go (berth.operator.refresh: one loop, not a timer per policy, so kopf puts
+  no finalizer on PlacementPolicies and nothing blocks their deletion once the operator is gone).
 - Admission: pods and workloads with invalid berth annotations are refused with the 400 text, a
   deprecated weighted affinity, a misspelt berth.dev/ annotation and berth annotations on a workload's
   own metadata (not its pod template) are admitted with a warning kubectl prints; PlacementPolicies
@@ -26,12 +27,12 @@ from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_requests, pod
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
+from berth.operator import refresh
 from berth.validate_warnings import outside_template_warnings
 from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy
 
 GROUP, VERSION, PLURAL = "berth.dev", "v1alpha1", "placementpolicies"
-GOVERNED_REFRESH_SECONDS = 30.0
 WORKLOADS = (
     ("apps", "v1", "deployments"),
     ("apps", "v1", "statefulsets"),
@@ -89,6 +90,25 @@ def counts(body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Ite
     return policy_counts(view, compiled, compile_pod)
 
 
+def stale_counts(
+    namespaces: Iterable[str],
+    policies: Mapping[str, Iterable[Mapping[str, Any]]],
+    pods: Mapping[str, Iterable[Pod]],
+    nodes: Mapping[str, Iterable[Node]],
+) -> list[tuple[str, str, dict[str, int]]]:
+    """(namespace, name, counts) of every policy of `namespaces` whose status counts are out of date."""
+    out = []
+    for namespace in namespaces:
+        for body in policies.get(namespace, ()):
+            found = counts(body, pods.get(namespace, []), nodes)
+            status = body.get("status") or {}
+            fresh = {"governedPods": found.governed, "violatingPods": found.violating}
+            changed = {k: v for k, v in fresh.items() if status.get(k) != v}
+            if changed:
+                out.append((namespace, body["metadata"]["name"], changed))
+    return out
+
+
 def _pod_record(body: Mapping[str, Any], namespace: str, name: str) -> Pod:
     try:
         return pod_from_k8s(dict(body))
@@ -106,17 +126,27 @@ def _previous_ready(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 # -- handlers -----------------------------------------------------------------------------------------
+# The indexes see every event of a replica that is active in its peering (a paused one watches
+# nothing), so they are also where the counts are marked for the refresh.
 @kopf.index("pods")
 def pods_by_namespace(body: kopf.Body, namespace: str, name: str, **_: Any):
+    refresh.mark(namespace)
     return {namespace: _pod_record(body, namespace, name)}
 
 
 @kopf.index("nodes")
 def nodes_by_name(body: kopf.Body, name: str, **_: Any):
+    refresh.mark(refresh.EVERY_NAMESPACE)
     try:
         return {name: node_from_k8s(dict(body))}
     except SnapshotError:
         return {name: Node(name=name, ready=False)}
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def policies_by_namespace(body: kopf.Body, namespace: str, **_: Any):
+    refresh.mark(namespace)
+    return {namespace: refresh.policy_record(body)}
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -143,22 +173,6 @@ def reconcile(
         kopf.info(body, reason="Compiled", message=condition["message"])
     else:
         kopf.warn(body, reason="Invalid", message=condition["message"][:1024])
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=GOVERNED_REFRESH_SECONDS, initial_delay=5)
-def refresh_governed(
-    body: kopf.Body,
-    status: kopf.Status,
-    namespace: str,
-    patch: kopf.Patch,
-    pods_by_namespace: kopf.Index,
-    nodes_by_name: kopf.Index,
-    **_: Any,
-) -> None:
-    found = counts(body, pods_by_namespace.get(namespace, []), nodes_by_name)
-    for key, value in (("governedPods", found.governed), ("violatingPods", found.violating)):
-        if status.get(key) != value:
-            patch.status[key] = value
 
 
 @kopf.on.validate(GROUP, VERSION, PLURAL, id="placement-policy", operations=["CREATE", "UPDATE"])

@@ -13,9 +13,11 @@ from pathlib import Path
 import kopf
 
 from berth.cluster.credentials import Credentials, load_credentials
+from berth.cluster.kubeapi import KubeClient
 from berth.errors import BerthError
-from berth.operator import handlers  # noqa: F401  (registers the handlers)
+from berth.operator import handlers, refresh  # handlers: registers them with kopf
 from berth.operator.certs import self_signed
+from berth.operator.tlsreload import ReloadingWebhookServer
 
 WEBHOOK_NAME = "berth.dev"
 LOGIN_RETRY_SECONDS = 10
@@ -27,8 +29,8 @@ class OperatorOptions:
     namespaces: tuple[str, ...] = ()  # empty: the whole cluster
     peering: str | None = "berth"  # None: standalone (one replica, no peering objects)
     # kopf pauses every operator of a peering whose priority is not the highest, and all of them on a
-    # tie: each replica draws its own priority, so exactly one is active and another takes over when
-    # its peering record lapses.
+    # tie: each replica draws its own priority (0: at random), so exactly one is active and another
+    # takes over when its peering record lapses. Paused or not, every replica serves the webhooks.
     priority: int = 0
     webhook_port: int = 9443
     webhook_addr: str = "0.0.0.0"
@@ -68,6 +70,16 @@ def _webhook_server(options: OperatorOptions) -> kopf.WebhookServer:
     if options.self_signed:
         files = self_signed(Path(tempfile.mkdtemp(prefix="berth-webhook-")), [host, "localhost", "127.0.0.1"])
         cert, key, ca = str(files.cert), str(files.key), str(files.ca)
+    if cert and key:
+        # a certificate from a Secret (cert-manager renews it): reloaded in place when it changes
+        return ReloadingWebhookServer(
+            addr=options.webhook_addr,
+            port=options.webhook_port,
+            host=host,
+            certfile=cert,
+            pkeyfile=key,
+            cafile=ca,
+        )
     return kopf.WebhookServer(
         addr=options.webhook_addr,
         port=options.webhook_port,
@@ -118,6 +130,30 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
             logger.error("login: %s", exc.message)
             raise kopf.TemporaryError(exc.message, delay=LOGIN_RETRY_SECONDS) from None
         return connection_info(creds)
+
+    @kopf.on.startup()
+    async def _refresh(
+        memo: kopf.Memo,
+        policies_by_namespace: kopf.Index,
+        pods_by_namespace: kopf.Index,
+        nodes_by_name: kopf.Index,
+        **_: object,
+    ) -> None:
+        client = KubeClient(load_credentials(kubeconfig, context))
+
+        def stale(namespaces):
+            return handlers.stale_counts(namespaces, policies_by_namespace, pods_by_namespace, nodes_by_name)
+
+        memo.refresh = asyncio.create_task(
+            refresh.run(client, stale, lambda: list(policies_by_namespace), refresh.INTERVAL_SECONDS)
+        )
+        memo.refresh_client = client
+
+    @kopf.on.cleanup()
+    async def _stop_refresh(memo: kopf.Memo, **_: object) -> None:
+        if getattr(memo, "refresh", None) is not None:
+            memo.refresh.cancel()
+            await memo.refresh_client.aclose()
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(

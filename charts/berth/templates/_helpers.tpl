@@ -42,6 +42,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The kube-scheduler tag: scheduler.image.tag, else the cluster's version as an upstream tag
+(v1.36.3 of v1.36.3-eks-a737599 or v1.36.3+k3s1; a pre-release such as v1.38.0-beta.0 is kept). */}}
+{{- define "berth.schedulerTag" -}}
+{{- if .Values.scheduler.image.tag -}}
+{{- .Values.scheduler.image.tag -}}
+{{- else -}}
+{{- $version := .Capabilities.KubeVersion.Version -}}
+{{- $tag := regexFind "^[0-9]+\\.[0-9]+\\.[0-9]+(-(alpha|beta|rc)\\.[0-9]+)?" (trimPrefix "v" $version) -}}
+{{- printf "v%s" (required (printf "scheduler.image.tag: the cluster's version %q is no Kubernetes release tag; set scheduler.image.tag" $version) $tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "berth.schedulerName" -}}{{ include "berth.fullname" . }}-scheduler{{- end -}}
 {{- define "berth.operatorName" -}}{{ include "berth.fullname" . }}-operator{{- end -}}
 {{- define "berth.peeringName" -}}{{ default (include "berth.fullname" .) .Values.operator.peering.name }}{{- end -}}
@@ -126,14 +138,4 @@ extenders:
 {{- else -}}
 {{- toYaml $config -}}
 {{- end -}}
-{{- end -}}
-
-{{/* An exec probe that GETs a path of the extender on loopback (kubelet probes cannot reach 127.0.0.1). */}}
-{{- define "berth.extenderProbe" -}}
-{{- $root := index . 0 -}}
-exec:
-  command:
-    - python
-    - -c
-    - {{ printf "import urllib.request; urllib.request.urlopen('http://127.0.0.1:%v%s', timeout=4)" $root.Values.extender.port (index . 1) | quote }}
 {{- end -}}
