@@ -5,7 +5,6 @@ suite builds; skipped without it). Linting and the API server are e2e/test_chart
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -94,21 +93,10 @@ def test_the_generated_scheduler_configuration_keeps_what_berth_relies_on():
     assert config["leaderElection"]["resourceName"] == "berth-scheduler"
 
 
-# -- the chart rendered by helm (skipped where e2e/build-controlplane.sh has not built helm) ------------
-def _built_helm() -> str | None:
-    if os.environ.get("BERTH_HELM"):
-        return os.environ["BERTH_HELM"]
-    cache = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache/berth"))
-    found = sorted(cache.glob("controlplane/v1.36*/bin/helm"))
-    return str(found[-1]) if found else None
-
-
+# -- the chart rendered by helm (the one e2e/build-controlplane.sh builds, built on first use) ----------
 @pytest.fixture
 def helm(monkeypatch):
-    binary = _built_helm()
-    if binary is None:
-        pytest.skip("helm is not built (e2e/build-controlplane.sh)")
-    monkeypatch.setenv("BERTH_HELM", binary)
+    monkeypatch.setenv("BERTH_HELM", render_chart.helm_binary())
 
     def render(*args: str) -> list[dict]:
         return render_chart.documents(render_chart.render("--namespace", "berth-system", *args))
