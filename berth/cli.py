@@ -504,23 +504,12 @@ def _add_rebalance_parser(sub: Any, prog: str) -> None:
     reb.add_argument(
         "--include-bare", action="store_true", help="also evict pods that no controller will replace"
     )
-    reb.add_argument(
-        "--max", type=int, default=REBALANCE_DEFAULTS.per_round, metavar="N", help="evictions per round"
-    )
-    reb.add_argument(
-        "--max-per-node",
-        type=int,
-        default=REBALANCE_DEFAULTS.per_node,
-        metavar="N",
-        help="evictions from one node per round",
-    )
-    reb.add_argument(
-        "--max-per-namespace",
-        type=int,
-        default=REBALANCE_DEFAULTS.per_namespace,
-        metavar="N",
-        help="evictions in one namespace per round",
-    )
+    for flag, default, what in (
+        ("--max", REBALANCE_DEFAULTS.per_round, "evictions per round"),
+        ("--max-per-node", REBALANCE_DEFAULTS.per_node, "evictions from one node per round"),
+        ("--max-per-namespace", REBALANCE_DEFAULTS.per_namespace, "evictions in one namespace per round"),
+    ):
+        reb.add_argument(flag, type=_count, default=default, metavar="N", help=f"{what} (default {default})")
     reb.add_argument(
         "--pushgateway",
         metavar="URL",
@@ -535,15 +524,23 @@ def _add_rebalance_parser(sub: Any, prog: str) -> None:
     reb.set_defaults(func=cmd_rebalance)
 
 
+def _count(text: str) -> int:
+    """A whole number of 0 or more, as an option's value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is below 0")
+    return value
+
+
 def cmd_rebalance(args: argparse.Namespace) -> int:
     from berth.rebalance import plan
     from berth.report import plan_table
 
     if args.apply and not args.live:
         raise BerthError("--apply evicts pods of a live cluster: it goes with --live")
-    for flag in ("max", "max_per_node", "max_per_namespace"):
-        if getattr(args, flag) < 0:
-            raise BerthError(f"--{flag.replace('_', '-')}: must be 0 or more")
     try:
         policies = _what_if_policies(args.policy or [])
     except InvalidPolicy as exc:

@@ -112,18 +112,22 @@ async def _forget_target(client: KubeClient, path: str, move: Move) -> None:
 async def _events(client: KubeClient, move: Move, instance: str) -> None:
     namespace, _, name = move.pod.partition("/")
     rules = ", ".join(move.rules)
-    message = (
-        f"evicted by berth rebalance: node {move.node} breaks {rules}; replacement planned on {move.target}"
-    )
-    objects = [involved("v1", "Pod", namespace, name, move.uid)]
+    planned = f"replacement planned on {move.target}"
+    about = [
+        (
+            involved("v1", "Pod", namespace, name, move.uid),
+            f"evicted by berth rebalance: node {move.node} breaks {rules}; {planned}",
+        )
+    ]
     if move.owner is not None and move.owner[0] in OWNER_API:
         kind, owner = move.owner
-        objects.append(involved(OWNER_API[kind], kind, namespace, owner))
-        message_owner = (
-            f"berth rebalance evicted {name} from {move.node} ({rules}); replacement planned on {move.target}"
+        about.append(
+            (
+                involved(OWNER_API[kind], kind, namespace, owner),
+                f"berth rebalance evicted {name} from {move.node} ({rules}); {planned}",
+            )
         )
-    for obj in objects:
-        text = message if obj["kind"] == "Pod" else message_owner
+    for obj, text in about:
         try:
             await client.post(
                 f"/api/v1/namespaces/{namespace}/events",

@@ -32,7 +32,7 @@ import msgspec
 import orjson
 
 from berth import annotations as ann
-from berth.audit import audit_pod, hard_only, subjects, youngest_first
+from berth.audit import PodFindings, audit_pod, hard_only, subjects, youngest_first
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Pipeline, decide
@@ -142,16 +142,19 @@ def plan(
     with the moves made in it."""
     here = hard_only(rules, one_node=True)
     out = Plan()
-    breaking: list[Pod] = []
+    breaking: dict[str, tuple[Pod, PodFindings]] = {}
     for pod in subjects(view, namespaces):
         out.checked += 1
-        if audit_pod(view, here, pod).violations:
-            breaking.append(pod)
+        found = audit_pod(view, here, pod)
+        if found.violations:
+            breaking[pod.key] = (pod, found)
     from_node: Counter = Counter()
     in_namespace: Counter = Counter()
     # Youngest first, as audit counts the excess; the pods a rebalance moved come last (a stable sort).
-    for i, pod in enumerate(sorted(youngest_first(breaking), key=moved_by_rebalance)):
-        found = audit_pod(view, here, pod)
+    pods = [pod for pod, _ in breaking.values()]
+    for i, pod in enumerate(sorted(youngest_first(pods), key=moved_by_rebalance)):
+        # Asked again only once a move has changed the view.
+        found = audit_pod(view, here, pod) if out.moves else breaking[pod.key][1]
         rule_names = tuple(dict.fromkeys(v.rule for v in found.violations))
         if not found.violations:
             out.kept.append(
