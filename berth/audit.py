@@ -1,8 +1,8 @@
 """`berth audit`: the bound pods evaluated against their own rules, as the cluster is now.
 
 A pod is audited when it is bound to a node of the view and carries a berth rule (an annotation other
-than its instance tags) or a PlacementPolicy governs it. Each one is taken off its node in the view
-(it is never its own neighbour), asked about through the engine's decide(), and put back:
+than its instance tags) or a PlacementPolicy governs it. Each one is asked about through the engine's
+decide(), which takes it off its node in the view for the question (it is never its own neighbour):
 
 1. on the node it is on: the hard rules that node breaks now, each with the text the extender would
    give (the chain stops at the first rule that removes a node, so the audit asks again without that
@@ -207,39 +207,25 @@ class PodFindings:
     invalid: Note | None = None
 
 
-class _Off:
-    """The pod taken off the view for the block, and put back after."""
-
-    def __init__(self, view: ClusterView, pod: Pod) -> None:
-        self.view, self.pod = view, pod
-
-    def __enter__(self) -> None:
-        self.view.remove_pod(self.pod.key)
-
-    def __exit__(self, *_: object) -> None:
-        self.view.add_pod(self.pod)
-
-
 def audit_pod(
     view: ClusterView, pipeline: Pipeline, pod: Pod, *, reschedule: Pipeline | None = None
 ) -> PodFindings:
     """What the audit finds about one bound pod: `pipeline` asks about the node it is on (hard steps
     only, see hard_only), `reschedule` (when given) about every node when that node breaks a rule."""
     out = PodFindings()
-    with _Off(view, pod):
-        first = decide(pod, view, pipeline, candidates=[pod.node_name], seed=AUDIT_SEED)
-        if first.error is not None and first.error.code == 400:
-            out.invalid = Note(pod.key, pod.node_name, first.error.message, first.error.errors)
-            return out
-        out.deprecated = _deprecated(pod, first)
-        if first.error is None:
-            return out
-        out.violations = _violations(view, pipeline, pod, first)
-        if reschedule is not None:
-            anywhere = decide(pod, view, reschedule, seed=AUDIT_SEED)
-            if anywhere.error is not None and anywhere.error.code == 409:
-                rules = sorted({r.step for r in anywhere.failures().values() if r.kind is not Kind.SET_ASIDE})
-                out.refusal = Refusal(pod.key, pod.node_name, tuple(rules), anywhere.error.message)
+    first = decide(pod, view, pipeline, candidates=[pod.node_name], seed=AUDIT_SEED)
+    if first.error is not None and first.error.code == 400:
+        out.invalid = Note(pod.key, pod.node_name, first.error.message, first.error.errors)
+        return out
+    out.deprecated = _deprecated(pod, first)
+    if first.error is None:
+        return out
+    out.violations = _violations(view, pipeline, pod, first)
+    if reschedule is not None:
+        anywhere = decide(pod, view, reschedule, seed=AUDIT_SEED)
+        if anywhere.error is not None and anywhere.error.code == 409:
+            rules = sorted({r.step for r in anywhere.failures().values() if r.kind is not Kind.SET_ASIDE})
+            out.refusal = Refusal(pod.key, pod.node_name, tuple(rules), anywhere.error.message)
     return out
 
 
@@ -307,19 +293,18 @@ def _excess(
     try:
         for pod in youngest_first(violators):
             broken = found[pod.key].violations
-            with _Off(view, pod):
-                if taken:  # ask again without the pods found excess so far
-                    rules = {v.rule for v in broken}
-                    first = decide(pod, view, pipeline, candidates=[pod.node_name], seed=AUDIT_SEED)
-                    broken = [v for v in _violations(view, pipeline, pod, first) if v.rule in rules]
-                broken = [_with_collisions(view, pipeline, pod, v) for v in broken]
+            if taken:  # ask again without the pods found excess so far
+                rules = {v.rule for v in broken}
+                first = decide(pod, view, pipeline, candidates=[pod.node_name], seed=AUDIT_SEED)
+                broken = [v for v in _violations(view, pipeline, pod, first) if v.rule in rules]
+            broken = [_with_collisions(view, pipeline, pod, v) for v in broken]
             if broken:
                 out[pod.key] = broken
-                view.remove_pod(pod.key)
+                view.take_off(pod.key)
                 taken.append(pod)
     finally:
         for pod in taken:
-            view.add_pod(pod)
+            view.put_back(pod)
     return out
 
 
@@ -327,7 +312,7 @@ def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation:
     """The violation naming the pods of the pod's namespace on its node that make it break the rule:
     all of them off, the rule holds; each put back, oldest first, and kept off again when the rule
     breaks with it back (kube's way of choosing victims). Nothing is named when the rule breaks with
-    all of them off (it is about the node, or pods elsewhere). The pod itself is off the view."""
+    all of them off (it is about the node, or pods elsewhere)."""
     only = _keep(pipeline.chain, lambda name, phase: name == violation.rule)
     state = view.state(pod.node_name)
     if only is None or state is None:
@@ -347,20 +332,20 @@ def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation:
     colliding: list[str] = []
     off = list(others)
     for other in off:
-        view.remove_pod(other.key)
+        view.take_off(other.key)
     try:
         if not holds():
             return violation
         for other in others:
-            view.add_pod(other)
+            view.put_back(other)
             off.remove(other)
             if not holds():
-                view.remove_pod(other.key)
+                view.take_off(other.key)
                 off.append(other)
                 colliding.append(other.key)
     finally:
         for other in off:
-            view.add_pod(other)
+            view.put_back(other)
     return replace(violation, collides_with=tuple(colliding))
 
 

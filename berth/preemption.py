@@ -44,22 +44,23 @@ def important_first(pods: Iterable[Pod]) -> list[Pod]:
 @contextlib.contextmanager
 def overlay(view: ClusterView, *, remove: Sequence[Pod] = (), place: Sequence[Pod] = ()) -> Iterator[None]:
     """The view with `remove` taken off their nodes and `place` put on theirs (copies with node_name
-    set), for as long as the block runs; then as it was."""
+    set), for as long as the block runs; then as it was. None of it is news of the cluster: a planned
+    rebalance target is neither noted nor used up (ClusterView.put_back)."""
     held = [view.pod(p.key) for p in place]
     try:
         for pod in remove:
-            view.remove_pod(pod.key)
+            view.take_off(pod.key)
         for pod in place:
-            view.add_pod(pod)
+            view.put_back(pod)
         yield
     finally:
         for pod in place:
-            view.remove_pod(pod.key)
+            view.take_off(pod.key)
         for pod in held:
             if pod is not None:
-                view.add_pod(pod)
+                view.put_back(pod)
         for pod in remove:
-            view.add_pod(pod)
+            view.put_back(pod)
 
 
 def nominated_here(view: ClusterView, pod: Pod, nodes: Iterable[str]) -> list[Pod]:
@@ -136,12 +137,12 @@ def _reprieve(pod: Pod, node: str, lower: list[Pod], view: ClusterView, fits) ->
     off = list(ordered)
     with contextlib.ExitStack() as stack:
         for p in off:
-            view.remove_pod(p.key)
-        stack.callback(lambda: [view.add_pod(p) for p in off if view.pod(p.key) is None])
+            view.take_off(p.key)
+        stack.callback(lambda: [view.put_back(p) for p in off if view.pod(p.key) is None])
         for p in [q for q in ordered if q.key in violating] + [q for q in ordered if q.key not in violating]:
-            view.add_pod(p)
+            view.put_back(p)
             if not fits(node):
-                view.remove_pod(p.key)
+                view.take_off(p.key)
                 victims.append(p)
     return victims
 

@@ -170,7 +170,7 @@ def plan(
         view.remove_pod(pod.key)
         decision = decide(msgspec.structs.replace(pod, node_name=""), view, placement, seed=SEED + i)
         if decision.chosen is None:
-            view.add_pod(pod)
+            view.put_back(pod)
             message = decision.error.message if decision.error is not None else "no node"
             out.kept.append(
                 Kept(pod.key, pod.node_name, rule_names, f"no node would take its replacement: {message}")

@@ -584,3 +584,42 @@ def test_a_fast_path_changed_on_its_own_is_caught(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(RequireWithoutTag, "removals", forgets_a_holder)
     with pytest.raises(AssertionError, match="differs between the fast and the plain path"):
         assert_same_decisions(world)
+
+
+def _held_where(view: ClusterView) -> list[Any]:
+    """What the steps read of the pods on each node: which pods, what they request and limit, their
+    tags, owners and affinity groups."""
+    return [
+        (
+            state.node.name,
+            sorted(state.pods),
+            sorted(state.requested.items()),
+            sorted(state.limited.items()),
+            sorted(state.owners.items()),
+            sorted(repr(k) for k, v in view.pods_with_affinity().items() if state.node.name in v),
+        )
+        for state in view.states()
+    ]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_a_pod_asked_about_where_it_sits_decides_as_if_it_were_not_there(world: World) -> None:
+    """A pod is never its own neighbour: asked about again on a view that already holds it on a node
+    (a bind checked again, audit, explain), it is decided as on the same view without it, to the
+    byte, by every step drawn; and the view holds it where it was afterwards."""
+    pipeline = build_pipeline(parse_config(world.config), offline=world.offline)
+    names = [o["metadata"]["name"] for o in world.nodes]
+    for i, (action, *args) in enumerate(world.script):
+        if action != "decide":
+            continue
+        obj, asked, already = args
+        pod = pod_from_k8s(obj)
+        candidates = [names[a] for a in asked] if asked is not None else None
+        holding, without = _view(world), _view(world)
+        holding.add_pod(msgspec.structs.replace(pod, node_name=names[already or 0]))
+        before = _held_where(holding)
+        there = decide(pod, holding, pipeline, candidates=candidates, seed=i)
+        assert _held_where(holding) == before
+        absent = decide(pod, without, pipeline, candidates=candidates, seed=i)
+        assert decision_bytes(there) == decision_bytes(absent), f"decision {i}"

@@ -20,6 +20,7 @@ from berth.cluster.planned import target_annotation
 from berth.engine import decide
 from berth.evict import EVICTIONS, evict
 from berth.pipeline import build_pipeline
+from berth.preemption import overlay
 from berth.rebalance import Limits, plan
 from tests.alloc_helpers import cn, vm
 from tests.api_server import api_server
@@ -214,6 +215,21 @@ def test_the_replacement_goes_to_the_planned_node_and_the_target_is_used_up_once
     v.add_pod(pod_from_k8s(web("web-new", "n2")))
     assert len(v.planned) == 0
     assert _chosen(v, _replacement("web-next")) == "n3"
+
+
+def test_questions_about_a_bound_pod_of_the_template_leave_the_planned_target():
+    """A question is not news of the cluster: a recheck at bind (decide takes the pod itself off its
+    node and puts it back) and preemption's what-if (victims off, then back) leave the target for the
+    replacement, where adding the pod back as news would have used it up."""
+    nodes = [cn("n1"), cn("n2"), cn("n3", memory="64Gi")]
+    bound = pod_from_k8s(web("web-b", "n2"))
+    v = _view(*nodes, web("web-b", "n2"), _going("web-a", "n1", "n2"))
+    assert len(v.planned) == 1
+    assert decide(bound, v, RULES, candidates=["n2"], seed=1).chosen == "n2"
+    with overlay(v, remove=[bound]):
+        assert v.pod(bound.key) is None
+    assert v.pod(bound.key) is not None and len(v.planned) == 1
+    assert _chosen(v, _replacement()) == "n2"
 
 
 def test_only_the_same_controller_and_template_is_steered_and_only_until_the_deadline():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -596,17 +597,43 @@ class ClusterView:
         """Add or replace a pod; terminal pods hold nothing and are dropped. A pod equal to the one
         held changes nothing, and the one held stays (the watch showing bound a pod berth reserved
         there, the bind of a pod reserved at filter)."""
+        self._add_pod(pod, news=True)
+
+    def put_back(self, pod: Pod) -> None:
+        """A pod held again after take_off, or placed for a question (a what-if, preemption's nominated
+        pods). Unlike add_pod this is not news of the cluster: a planned rebalance target is neither
+        noted nor used up by it."""
+        self._add_pod(pod, news=False)
+
+    def take_off(self, key: str) -> Pod | None:
+        """A pod off the view for a question, to be put back with put_back; the pod, if it was held."""
+        return self.remove_pod(key)
+
+    @contextmanager
+    def lifted(self, pod: Pod | None) -> Iterator[None]:
+        """The view without `pod` for the block (a pod asked about again is never its own neighbour:
+        kube's framework hands its plugins the node without the pod being scheduled), then with it
+        again. None lifts nothing."""
+        if pod is None or self.take_off(pod.key) is None:
+            yield
+            return
+        try:
+            yield
+        finally:
+            self.put_back(pod)
+
+    def _add_pod(self, pod: Pod, *, news: bool) -> None:
         key = pod.key  # one string for every index that holds the pod (pod.key makes a new one)
         held = self._pods.get(key)
         if held is not None and held == pod:
             return
         self.generation += 1
         self.remove_pod(key)
-        if pod.deleting:
+        if pod.deleting and news:
             self.planned.note(pod)
         if pod.terminal:
             return
-        if pod.node_name and (held is None or not held.node_name):
+        if news and pod.node_name and (held is None or not held.node_name):
             self.planned.bound(pod)
         self._pods[key] = pod
         self._index(pod, add=True, key=key)

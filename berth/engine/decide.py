@@ -95,6 +95,31 @@ def decide(
     except SpecError as exc:
         return _invalid(pod, list(dict.fromkeys(names)), exc, chain_names, seed)
 
+    # The pod asked about again where the view already holds it (a bind checked again, audit, explain)
+    # is taken off for the decision: no step counts it as its own neighbour or as room taken.
+    held = held_self(view, pod)
+    if held is None:
+        return _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+    with view.lifted(held):
+        return _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+
+
+def held_self(view: ClusterView, pod: Pod) -> Pod | None:
+    """The pod itself, when the view holds it on a node."""
+    held = view.pod(pod.key)
+    return held if held is not None and held.node_name and held.same_pod(pod) else None
+
+
+def _decide(
+    pod: Pod,
+    spec: Any,
+    view: ClusterView,
+    pipeline: Pipeline,
+    names: Sequence[str],
+    found: Found | None,
+    chain_names: tuple[str, ...],
+    seed: int,
+) -> Decision:
     ctx = PodContext(pod=pod, spec=spec, view=view, randoms=Seeded(seed))
     cands, unknown = _candidates(view, names, found.slots if found is not None else None)
     if len(cands) + len(unknown) < len(names):  # a node named twice counts once

@@ -65,53 +65,24 @@ class PodContext:
     view: ClusterView
     randoms: Seeded  # the decision's random numbers, from its seed
     prepared: dict[str, Any] = field(default_factory=dict)
-    # Where the pod itself already sits, if the view holds it: it is never its own neighbour.
-    self_node: str = ""
-    self_pod: Pod | None = None
-
-    def __post_init__(self) -> None:
-        placed = self.view.pod(self.pod.key)
-        if placed is not None and placed.node_name and placed.same_pod(self.pod):
-            self.self_node = placed.node_name
-            self.self_pod = placed
 
     @property
     def rng(self) -> random.Random:
         return self.randoms.rng
 
-    def self_on(self, state: NodeState) -> Pod | None:
-        """The pod itself, when the view already has it on this node."""
-        return self.self_pod if self.self_node == state.node.name else None
-
     def neighbour_tag_count(self, state: NodeState, tag: str) -> int:
-        """Pods of the pod's namespace on the node carrying `tag`, the pod itself excluded."""
-        count = state.tag_count(self.pod.namespace, tag)
-        me = self.self_on(state)
-        if me is not None and tag in me.tags:
-            count -= 1
-        return count
+        """Pods of the pod's namespace on the node carrying `tag` (the pod itself is never among them:
+        decide() takes it off the view while it is asked about)."""
+        return state.tag_count(self.pod.namespace, tag)
 
     def tag_holders(self, tag: str) -> Mapping[str, int]:
-        """Node -> pods of the pod's namespace on it carrying `tag`, the pod itself excluded; only the
-        nodes with at least one (neighbour_tag_count over every node, from the view's index)."""
-        holders = self.view.tag_nodes(self.pod.namespace, tag)
-        me = self.self_pod
-        if me is None or tag not in me.tags or self.self_node not in holders:
-            return holders
-        adjusted = dict(holders)
-        adjusted[self.self_node] -= 1
-        if not adjusted[self.self_node]:
-            del adjusted[self.self_node]
-        return adjusted
+        """Node -> pods of the pod's namespace on it carrying `tag`; only the nodes with at least one
+        (neighbour_tag_count over every node, from the view's index)."""
+        return self.view.tag_nodes(self.pod.namespace, tag)
 
     def app_count(self, state: NodeState) -> int:
-        """Pods of the pod's namespace, app name and version on the node, the pod itself excluded."""
-        key = app_key(self.pod)
-        count = state.apps.get(key, 0)
-        me = self.self_on(state)
-        if me is not None and app_key(me) == key:
-            count -= 1
-        return count
+        """Pods of the pod's namespace, app name and version on the node."""
+        return state.apps.get(app_key(self.pod), 0)
 
 
 class Step:

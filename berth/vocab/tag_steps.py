@@ -109,7 +109,7 @@ class RequireWithoutTag(NodeFilter):
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
         # The same candidates and holders give the same removals: kept with the candidates until a pod
         # carrying one of the tags comes or goes.
-        memo = memo_for(cands) if ctx.self_pod is None else None
+        memo = memo_for(cands)
         namespace = ctx.pod.namespace
         kept_as = (self.name, namespace, prepared)
         versions = tuple(ctx.view.tag_version(namespace, t) for t in prepared)

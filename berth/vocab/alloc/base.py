@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from berth.cluster.model import Node, Pod
+from berth.cluster.model import Node
 from berth.cluster.view import NodeColumn, NodeState
 from berth.engine.step import PodContext
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig, Defaults
@@ -132,13 +132,6 @@ def sizes(ctx: PodContext) -> Sizes:
     return cached
 
 
-def self_pod(state: NodeState, ctx: PodContext) -> Pod | None:
-    """The pod itself when the view already has it on this node (it is never its own neighbour)."""
-    if ctx.self_node != state.node.name:
-        return None
-    return state.pods.get(ctx.pod.key)
-
-
 @dataclass(frozen=True, slots=True)
 class NodeUse:
     """A node's allocatable resources in the seed's units and what the limits of its pods take."""
@@ -179,21 +172,13 @@ def _node_use(state: NodeState, ctx: PodContext | None) -> NodeUse:
         "cpu": limited.get("cpu", 0) / 10,
         "disk": limited.get("ephemeral-storage", 0) / MIB,
     }
-    pods, uncapped = len(state.pods), state.uncapped
-    me = self_pod(state, ctx) if ctx is not None else None
-    if me is not None:
-        used["ram"] -= me.limits.get("memory", 0) / MIB
-        used["cpu"] -= me.limits.get("cpu", 0) / 10
-        used["disk"] -= me.limits.get("ephemeral-storage", 0) / MIB
-        pods -= 1
-        uncapped -= 0 if me.limits.get("cpu") else 1
-    return NodeUse(total, used, pods, uncapped)
+    return NodeUse(total, used, len(state.pods), state.uncapped)
 
 
 def unreserved_column(ctx: PodContext, setup: Setup, resource: str) -> NodeColumn | None:
-    """Every node's unreserved `resource` (the pod itself not taken off its node), kept by the view
-    and worked out again only for nodes whose pods changed; None when nodes have ratios of their own
-    (override-overprovisioning off), as the values then depend on each node's annotation."""
+    """Every node's unreserved `resource`, kept by the view and worked out again only for nodes whose
+    pods changed; None when nodes have ratios of their own (override-overprovisioning off), as the
+    values then depend on each node's annotation."""
     if not setup.override:
         return None
     ratios = setup.default_ratios()

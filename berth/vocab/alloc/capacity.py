@@ -31,7 +31,6 @@ from berth.vocab.alloc.base import (
     node_use,
     pod_count_column,
     request,
-    self_pod,
     sizes,
     unreserved,
     unreserved_column,
@@ -53,8 +52,7 @@ def _exceeding(
     column: NodeColumn, cands: Mapping[str, NodeState], fails: Any, check: Any, ctx: PodContext
 ) -> Mapping[str, Reason]:
     """The candidates `check` removes, asking only the nodes whose column value `fails` (a test of the
-    column's array, elementwise; the pod itself only ever adds room on its own node, so no other node
-    can fail)."""
+    column's array, elementwise)."""
     layout = ctx.view.slots()
     suspects = [
         n
@@ -151,9 +149,6 @@ class HardFilterMinFreeDisk(AllocStep, NodeFilter):
 
     def check(self, state: NodeState, prepared: int, ctx: PodContext) -> Reason | None:
         used = state.requested.get("ephemeral-storage", 0)
-        me = self_pod(state, ctx)
-        if me is not None:
-            used -= me.requests.get("ephemeral-storage", 0)
         free = max(0, state.node.allocatable.get("ephemeral-storage", 0) - used) // MIB
         if free >= prepared:
             return None
@@ -294,10 +289,9 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         column = unreserved_column(ctx, self.setup, "ram")
         if count < 1 or column is None:
             return super().select_among(cands, prepared, ctx)
-        own = ctx.self_node if ctx.self_node in cands else None
         # The same candidates, where only nodes outside the reserve changed and stayed below its
         # smallest value (the node the last pod of a burst went to), keep the same reserve.
-        memo = memo_for(cands) if own is None else None
+        memo = memo_for(cands)
         known = memo.get(self.name) if memo is not None else None
         if memo is not None and known is not None and known[0] is column:
             changed = column.changed_since(known[1])
@@ -313,16 +307,8 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         root = root_of(cands)
         order = self._order(cands if root is None else root, column, ctx)
         values = column.values
-        if own is None:
-            largest = list(islice(filter(cands.__contains__, order), count))
-            kept_free = {name: values[name] for name in largest}  # as they were at this decision
-        else:  # the pod itself does not take room on its own node
-            state = cands[own]
-            own_free = unreserved(node_use(state, ctx), self.setup.node_ratios(state.node), "ram")
-            others = islice(filter(lambda n: n != own and n in cands, order), count)
-            ranked = sorted([(-values[n], n) for n in others] + [(-own_free, own)])[:count]
-            largest = [name for _, name in ranked]
-            kept_free = {name: -negated for negated, name in ranked}
+        largest = list(islice(filter(cands.__contains__, order), count))
+        kept_free = {name: values[name] for name in largest}  # as they were at this decision
         total = len(cands)
         reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
         if memo is not None:

@@ -19,7 +19,7 @@ from berth.engine.ledger import Listed
 from berth.engine.slots import memo_for, remaining, without
 from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
-from berth.vocab.alloc.base import AllocStep, self_pod
+from berth.vocab.alloc.base import AllocStep
 from berth.vocab.alloc.hints import Hint, Hints, resolve
 
 # Up to this many owner changes since the spread was worked out for the same candidates (the pods
@@ -127,7 +127,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         namespace = ctx.pod.namespace
         view = ctx.view
         owners = view.owner_nodes(namespace)
-        memo = memo_for(cands) if ctx.self_node not in cands else None
+        memo = memo_for(cands)
         version = view.owner_version(namespace)
         kept_as = (self.name, namespace)
         hit = memo.get(kept_as) if memo is not None else None
@@ -137,13 +137,9 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
             if mended is not None:
                 memo[kept_as] = mended
                 return mended[2]
-        if len(owners) >= len(cands) and ctx.self_node not in cands and owners.keys() >= cands.keys():
+        if len(owners) >= len(cands) and owners.keys() >= cands.keys():
             return {}  # every candidate hosts pods of the namespace: none is set aside (checked in C)
         counts = {n: c for n, c in owners.items() if n in cands}
-        if ctx.self_node in counts and self_pod(cands[ctx.self_node], ctx) is not None:
-            counts[ctx.self_node] -= 1
-            if not counts[ctx.self_node]:
-                del counts[ctx.self_node]
         spread, kept = self._spread_over(cands, counts, namespace)
         if memo is not None:
             memo[kept_as] = (version, counts, spread, kept)
@@ -217,9 +213,6 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         removed = {}
         for state in states:
             count = state.owners.get(namespace, 0)
-            me = self_pod(state, ctx)
-            if me is not None:
-                count -= 1
             if count > 0:
                 removed[state.node.name] = self._spread_reason(namespace, count)
         return {} if len(removed) == len(states) else removed

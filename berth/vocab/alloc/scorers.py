@@ -28,14 +28,13 @@ from numpy.typing import NDArray
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState
-from berth.engine.slots import position_of, slots_of
+from berth.engine.slots import slots_of
 from berth.engine.step import PodContext, Raws, Scorer, Skipped, skip
 from berth.vocab.alloc.base import (
     AllocStep,
     Setup,
     node_use,
     request,
-    self_pod,
     unreserved,
     unreserved_column,
 )
@@ -43,16 +42,6 @@ from berth.vocab.alloc.platform import node_platform
 from berth.vocab.alloc.values import node_reboot
 
 NO_REBOOT_WEEKS = 52
-
-
-def _with_self(
-    raws: NDArray[np.float64], cands: Mapping[str, NodeState], ctx: PodContext, raw: Any
-) -> NDArray[np.float64]:
-    """`raws` read from a view-wide cache, with the node the pod itself sits on worked out exactly
-    (the pod is never its own neighbour and takes no room there)."""
-    if ctx.self_node in cands:
-        raws[position_of(cands, ctx.self_node)] = float(raw(cands[ctx.self_node]))
-    return raws
 
 
 class _AllocScorer(AllocStep, Scorer):
@@ -115,9 +104,7 @@ def _unreserved_raws(
     if column is None:
         return Scorer.raws(step, cands, sign, ctx)
     raws = column.array(ctx.view.slots())[slots_of(cands, ctx.view)]
-    if sign != 1:
-        raws = sign * raws
-    return _with_self(raws, cands, ctx, lambda state: step.raw(state, sign, ctx))
+    return raws if sign == 1 else sign * raws
 
 
 class ScoreNumOwnerZones(_AllocScorer):
@@ -127,10 +114,7 @@ class ScoreNumOwnerZones(_AllocScorer):
     spreads: ClassVar[dict[str, bool]] = {"min-owner": True}  # raw is minus the count
 
     def raw(self, state: NodeState, prepared: int, ctx: PodContext) -> float:
-        count = state.owners.get(ctx.pod.namespace, 0)
-        if self_pod(state, ctx) is not None:
-            count -= 1
-        return -prepared * count
+        return -prepared * state.owners.get(ctx.pod.namespace, 0)
 
     def raws(self, cands: Mapping[str, NodeState], prepared: int, ctx: PodContext) -> NDArray[np.float64]:
         # Only the nodes that host pods of the namespace differ from 0: set them by slot, then gather.
@@ -139,8 +123,7 @@ class ScoreNumOwnerZones(_AllocScorer):
         for name, count in ctx.view.owner_nodes(ctx.pod.namespace).items():
             counts[slots.index[name]] = count
         # Counted in integers, as raw() counts: minus nothing is 0.0, never -0.0.
-        raws = (-prepared * counts[slots_of(cands, ctx.view)]).astype(np.float64)
-        return _with_self(raws, cands, ctx, lambda state: self.raw(state, prepared, ctx))
+        return (-prepared * counts[slots_of(cands, ctx.view)]).astype(np.float64)
 
 
 class ScoreCurrentPlatform(_AllocScorer):

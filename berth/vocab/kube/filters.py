@@ -91,9 +91,8 @@ class NodePorts(NodeFilter):
         return ctx.pod.host_ports or skip("the pod asks for no host port")
 
     def check(self, state: NodeState, prepared: tuple[HostPort, ...], ctx: PodContext) -> Reason | None:
-        me = ctx.self_on(state)
         for pod in state.pods.values():
-            if not pod.host_ports or pod is me:
+            if not pod.host_ports:
                 continue
             for wanted in prepared:
                 if any(wanted.conflicts(used) for used in pod.host_ports):
@@ -185,16 +184,14 @@ class NodeResourcesFit(NodeFilter):
     summary = "hard: the pod's requests fit the node's allocatable minus the requests of its pods"
 
     def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
-        self_pod = ctx.self_on(state)
-        pods = len(state.pods) - (1 if self_pod else 0)
+        pods = len(state.pods)
         allowed = state.node.allocatable.get("pods")
         if allowed is not None and pods + 1 > allowed:
             return Reason(self.name, Kind.EXHAUSTED, "too many pods", {"pods": pods, "allocatable": allowed})
         for resource, wanted in sorted(ctx.pod.requests.items()):
             if wanted <= 0 or resource == "pods":
                 continue
-            used = state.requested.get(resource, 0) - (self_pod.requests.get(resource, 0) if self_pod else 0)
-            free = state.node.allocatable.get(resource, 0) - used
+            free = state.node.allocatable.get(resource, 0) - state.requested.get(resource, 0)
             if wanted > free:
                 return Reason(
                     self.name,

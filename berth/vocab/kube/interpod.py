@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berth.cluster.model import AffinityTerm, Pod
+from berth.cluster.model import AffinityTerm
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
@@ -35,19 +35,7 @@ from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects
 Pairs = Counter  # (topology key, value) -> pods
 
 
-def _without_self(nodes: Counter, ctx: PodContext, selected: bool) -> Counter:
-    """Node counts with the pod itself taken off its node, when the view holds it there and the
-    counts include it (`selected`)."""
-    if ctx.self_pod is None or not selected or not nodes.get(ctx.self_node):
-        return nodes
-    out = Counter(nodes)
-    out[ctx.self_node] -= 1
-    if not out[ctx.self_node]:
-        del out[ctx.self_node]
-    return out
-
-
-def _pairs(nodes: Counter, key: str, view: ClusterView, into: Pairs | None = None) -> Pairs:
+def _pairs(nodes: Mapping[str, int], key: str, view: ClusterView, into: Pairs | None = None) -> Pairs:
     out = into if into is not None else Counter()
     for name, count in nodes.items():
         node = view.node(name)
@@ -59,20 +47,16 @@ def _pairs(nodes: Counter, key: str, view: ClusterView, into: Pairs | None = Non
 def _all_terms_nodes(terms: tuple[AffinityTerm, ...], ctx: PodContext) -> Counter:
     """Node -> placed pods that every term selects (kube's podMatchesAllAffinityTerms)."""
     if len(terms) == 1:
-        return _without_self(term_nodes(terms[0], ctx.view), ctx, term_selects(terms[0], ctx.pod, ctx.view))
+        return term_nodes(terms[0], ctx.view)
     view = ctx.view
     namespaces = set(term_namespaces(terms[0], view))
     out: Counter = Counter()
     for namespace in sorted(namespaces):
         for pod in view.namespace_pods(namespace):
-            placed = pod.node_name and view.state(pod.node_name) is not None and not _is_self(pod, ctx)
+            placed = pod.node_name and view.state(pod.node_name) is not None
             if placed and all(term_selects(t, pod, view) for t in terms):
                 out[pod.node_name] += 1
     return out
-
-
-def _is_self(pod: Pod, ctx: PodContext) -> bool:
-    return ctx.self_pod is not None and pod.key == ctx.pod.key
 
 
 def existing_anti(ctx: PodContext) -> Pairs:
@@ -80,14 +64,10 @@ def existing_anti(ctx: PodContext) -> Pairs:
     domain of their node."""
     out: Pairs = Counter()
     view = ctx.view
-    me = ctx.self_pod
     for affinity, nodes in view.pods_with_affinity().items():
         for term in affinity.required_anti:
             if term_selects(term, ctx.pod, view):
-                counts = Counter(nodes)
-                if me is not None and me.affinity == affinity and counts.get(ctx.self_node):
-                    counts[ctx.self_node] -= 1
-                _pairs(+counts, term.topology_key, view, out)
+                _pairs(nodes, term.topology_key, view, out)
     return out
 
 
@@ -124,7 +104,7 @@ class InterPodAffinity(NodeFilter):
                 _pairs(nodes, term.topology_key, view, affinity_counts)
         anti_counts: Pairs = Counter()
         for term in anti:
-            nodes = _without_self(term_nodes(term, view), ctx, term_selects(term, ctx.pod, view))
+            nodes = term_nodes(term, view)
             _pairs(nodes, term.topology_key, view, anti_counts)
         matches_own = bool(required) and all(term_selects(t, ctx.pod, view) for t in required)
         return Required(required, anti, +affinity_counts, +anti_counts, +existing, matches_own)
@@ -192,17 +172,8 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
             (w, -1) for w in affinity.preferred_anti
         ]:
             term = weighted.term
-            nodes: Mapping[str, int] = _without_self(
-                term_nodes(term, view), ctx, term_selects(term, ctx.pod, view)
-            )
-            add(term, sign * weighted.weight, nodes)
-    me = ctx.self_pod
-    for terms, placed in view.pods_with_affinity().items():
-        nodes = placed  # read as it is: copied only to take the pod itself off
-        if me is not None and me.affinity == terms and placed.get(ctx.self_node):
-            nodes = Counter(placed)
-            nodes[ctx.self_node] -= 1
-            nodes = +nodes
+            add(term, sign * weighted.weight, term_nodes(term, view))
+    for terms, nodes in view.pods_with_affinity().items():
         if not nodes:
             continue
         for term in terms.required:

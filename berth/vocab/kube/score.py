@@ -152,14 +152,8 @@ class KubeDefaultScore(Tier):
     # A Raw, not the int a Tier's value is: normalise turns the candidates' Raws into their scores.
     def value(self, state: NodeState, prepared: Prepared, ctx: PodContext) -> Raw:  # type: ignore[override]
         node = state.node
-        me = ctx.self_on(state)
         nonzero_cpu, nonzero_memory = state.nonzero_cpu, state.nonzero_memory
         used_cpu, used_memory = state.requested.get("cpu", 0), state.requested.get("memory", 0)
-        if me is not None:
-            nonzero_cpu -= me.nonzero_cpu
-            nonzero_memory -= me.nonzero_memory
-            used_cpu -= me.requests.get("cpu", 0)
-            used_memory -= me.requests.get("memory", 0)
         cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
         return Raw(
             taints=_intolerable(node, prepared.tolerations),
@@ -253,13 +247,6 @@ class KubeDefaultScore(Tier):
             name: _column(view, name)[at]
             for name in ("nonzero_cpu", "nonzero_memory", "requested_cpu", "requested_memory")
         }
-        me = ctx.self_pod
-        if me is not None and ctx.self_node in cands:
-            where = int(np.flatnonzero(at == view.slots().index[ctx.self_node])[0])
-            used["nonzero_cpu"][where] -= me.nonzero_cpu
-            used["nonzero_memory"][where] -= me.nonzero_memory
-            used["requested_cpu"][where] -= me.requests.get("cpu", 0)
-            used["requested_memory"][where] -= me.requests.get("memory", 0)
         least = _least_score(
             cpu, memory, used["nonzero_cpu"] + prepared.cpu, used["nonzero_memory"] + prepared.memory
         )

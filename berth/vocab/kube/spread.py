@@ -41,14 +41,8 @@ def included(constraint: SpreadConstraint, pod: Pod, node: Node) -> bool:
 
 
 def matching_nodes(selector: Selector, ctx: PodContext) -> Counter:
-    """Node -> placed pods of the pod's namespace the selector matches, the pod itself left out."""
-    counts = Counter(ctx.view.selected_nodes(ctx.pod.namespace, selector))
-    me = ctx.self_pod
-    if me is not None and not me.deleting and counts.get(ctx.self_node) and selector.matches(me.labels):
-        counts[ctx.self_node] -= 1
-        if not counts[ctx.self_node]:
-            del counts[ctx.self_node]
-    return counts
+    """Node -> placed pods of the pod's namespace the selector matches."""
+    return Counter(ctx.view.selected_nodes(ctx.pod.namespace, selector))
 
 
 @dataclass

@@ -43,22 +43,13 @@ class _Probe:
         self._nodes: dict[str, dict[str, Any]] = {}
 
     def app_nodes(self) -> Mapping[str, int]:
-        """Node -> pods of the pod's namespace, app name and version on it, the pod itself excluded."""
+        """Node -> pods of the pod's namespace, app name and version on it."""
         if self._app_nodes is None:
             self._app_nodes = self._session_nodes()
         return self._app_nodes
 
     def _session_nodes(self) -> dict[str, int]:
-        ctx = self.ctx
-        key = app_key(ctx.pod)
-        nodes = dict(ctx.view.app_nodes(key))
-        placed = ctx.view.pod(ctx.pod.key)
-        if ctx.self_node and placed is not None and app_key(placed) == key and nodes.get(ctx.self_node):
-            # The pod itself never counts.
-            nodes[ctx.self_node] -= 1
-            if not nodes[ctx.self_node]:
-                del nodes[ctx.self_node]
-        return nodes
+        return dict(self.ctx.view.app_nodes(app_key(self.ctx.pod)))
 
     def app_count(self, state: NodeState) -> int:
         return self.ctx.app_count(state)
