@@ -207,12 +207,12 @@ def test_candidates_made_by_removing_nodes_know_their_slots_and_are_reused():
     view = _small_view()
     states = view.states_by_name()
     outside, *names = list(reversed(view.node_names()))
-    root = known({n: states[n] for n in names})
-    first = without(root, {n: None for n in names[::3]})
-    second = without(first, {n: None for n in names[1::5]})
+    root = known(view, {n: states[n] for n in names})
+    first = without(view, root, {n: None for n in names[::3]})
+    second = without(view, first, {n: None for n in names[1::5]})
     for cands in (root, first, second):
         assert [view.slots().names[s] for s in slots_of(cands, view).tolist()] == list(cands)
-    assert without(root, {n: None for n in names[::3]}) is first  # the same removal again
+    assert without(view, root, {n: None for n in names[::3]}) is first  # the same removal again
     assert list(first) == [n for i, n in enumerate(names) if i % 3]
     view.remove_node(outside)  # a node none of them holds: the slots move, and are found again
     assert [view.slots().names[s] for s in slots_of(second, view).tolist()] == list(second)
@@ -228,10 +228,10 @@ def test_candidates_left_one_node_fewer_at_a_time_read_as_the_dict_they_stand_fo
     view = _small_view()
     states = view.states_by_name()
     names = view.node_names()
-    cands: Any = known(dict(states))
+    cands: Any = known(view, dict(states))
     left = dict(states)
     for name in random.Random(5).sample(names, 12):
-        cands = remaining(cands, [name])
+        cands = remaining(view, cands, [name])
         del left[name]
         assert list(cands) == list(left) and len(cands) == len(left)
         assert list(cands.items()) == list(left.items()) and list(cands.values()) == list(left.values())
@@ -240,7 +240,7 @@ def test_candidates_left_one_node_fewer_at_a_time_read_as_the_dict_they_stand_fo
             cands[name]
         assert all(cands[n] is s for n, s in left.items())
         assert [view.slots().names[s] for s in slots_of(cands, view).tolist()] == list(left)
-        halved = without(cands, {n: None for n in list(left)[::2]})
+        halved = without(view, cands, {n: None for n in list(left)[::2]})
         assert halved == {n: s for n, s in list(left.items())[1::2]}
     assert isinstance(cands, Remaining) == (left_out_at_most >= 12)
 
@@ -263,7 +263,7 @@ def test_the_candidates_of_a_long_running_burst_are_found_once_however_many_dict
 
     burst(3)
     for i in range(slots_module.KNOWN_AT_MOST + 1):  # other work: the burst's dicts are dropped
-        known({n: view.state(n) for n in names[i % 7 :]})
+        known(view, {n: view.state(n) for n in names[i % 7 :]})
     lookups.clear()
     burst(4)
     assert len(lookups) <= 1
@@ -317,7 +317,7 @@ def test_candidates_found_again_once_the_engine_dropped_them_are_still_the_nodes
     expected = [decision_bytes(decide(new, fresh, pipeline, candidates=a, seed=6)) for a in (asked, again)]
     assert decision_bytes(decide(new, view, pipeline, candidates=asked, seed=6)) == expected[0]
     for i in range(slots_module.KNOWN_AT_MOST + 1):  # other work: the candidates' dicts are dropped
-        known({n: view.state(n) for n in names[i % 7 :]})
+        known(view, {n: view.state(n) for n in names[i % 7 :]})
     assert decision_bytes(decide(new, view, pipeline, candidates=again, seed=6)) == expected[1]
 
 

@@ -136,3 +136,20 @@ def test_a_layer_imports_only_the_layers_below_it(layer):
         if target != "berth" and not _under(target, ALLOWED[layer])
     )
     assert wrong == []
+
+
+# The engine's surface for the steps of a vocabulary (docs/engine.md, "Writing a step"): the step bases,
+# the PodContext with its fast-path helpers, and the records of a decision. The ledger, the candidate
+# sets' slots and memos, the chain runner and decide() are the engine's own.
+STEP_SURFACE = ("berth.engine.step", "berth.engine.types")
+
+
+def test_the_vocabularies_use_only_the_engine_s_surface_for_steps():
+    private = sorted(
+        (module, target)
+        for module, targets in IMPORTS.items()
+        if _under(module, ("berth.vocab",))
+        for target in targets
+        if _under(target, ("berth.engine",)) and target not in STEP_SURFACE
+    )
+    assert private == []

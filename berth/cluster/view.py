@@ -329,6 +329,9 @@ class ClusterView:
         self._nominated: dict[str, dict[str, Pod]] = {}
         # Where `berth rebalance` planned the replacements of the pods it evicts to go.
         self.planned = PlannedTargets()
+        # What the engine keeps of the candidate sets its decisions made from this view (their slots,
+        # parents and the steps' memos: berth.engine.slots); it goes with the view.
+        self.candidate_sets: Any = None
         self.workload_generation = 0
         self._default_selectors: dict[tuple, Selector | None] = {}
         self._sorted_names: list[str] | None = None

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from berth.cluster.view import ClusterView
 from berth.engine.ledger import (
     ArrayValues,
     Candidates,
@@ -169,7 +170,7 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> C
     else:  # pragma: no cover - every step derives from one of the four
         raise TypeError(f"step {step.name} has no known phase class")
 
-    kept = without(cands, removed)
+    kept = without(ctx.view, cands, removed)
     if removed:
         out.removals.append(removed)
     out.runs.append(StepRun(step.name, step.phase, cands, kept, removed, scores=column))
@@ -186,9 +187,9 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out
         if at_best == len(values):
             kept = cands
         elif len(values) - at_best <= LEFT_OUT_AT_MOST:  # all but a few stay: no copy of thousands
-            kept = remaining(cands, values.not_at(best))
+            kept = remaining(ctx.view, cands, values.not_at(best))
         else:
-            kept = _pick(cands, values.at(best))
+            kept = _pick(ctx.view, cands, values.at(best))
         return _tier_outcome(step, cands, kept, values, best, prepared, out)
     best = max(values.values()) if values else 0
     if len(values) < len(cands):
@@ -196,10 +197,10 @@ def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out
     if all(v == best for v in values.values()) and (best == 0 or len(values) == len(cands)):
         kept = cands  # every node is at the highest value
     elif best == 0:  # the nodes at 0 stay: drop the others (as a filter does, copied at C speed)
-        kept = without(cands, dict.fromkeys(n for n, v in values.items() if v != 0))
+        kept = without(ctx.view, cands, dict.fromkeys(n for n, v in values.items() if v != 0))
     else:  # the few nodes at the highest value stay
         top = [n for n, v in values.items() if v == best]
-        kept = _pick(cands, in_candidate_order(cands, top, ctx.view))
+        kept = _pick(ctx.view, cands, in_candidate_order(cands, top, ctx.view))
     return _tier_outcome(step, cands, kept, values, best, prepared, out)
 
 
@@ -241,9 +242,9 @@ def _first_left_out(cands: Candidates, kept: Candidates, values: Mapping[str, in
     return next(n for n in cands if n not in kept)
 
 
-def _pick(cands: Candidates, names: Iterable[str]) -> Candidates:
+def _pick(view: ClusterView, cands: Candidates, names: Iterable[str]) -> Candidates:
     names = list(names)
-    return known(dict(zip(names, map(cands.__getitem__, names), strict=True)))
+    return known(view, dict(zip(names, map(cands.__getitem__, names), strict=True)))
 
 
 def steps_by_name(member: Member) -> dict[str, Step]:

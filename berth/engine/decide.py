@@ -257,14 +257,14 @@ def _candidates(
     for i, (asked, cands, unknown) in enumerate(recent):
         if asked == key:
             recent.insert(0, recent.pop(i))
-            if not is_known(cands):  # dropped from what the engine keeps since: its slots again
-                known(cands, slots=(layout, layout.by_rank[np.flatnonzero(marks[layout.by_rank])]))
+            if not is_known(view, cands):  # dropped from what the engine keeps since: its slots again
+                known(view, cands, slots=(layout, layout.by_rank[np.flatnonzero(marks[layout.by_rank])]))
             return cands, unknown
     ranks = np.flatnonzero(marks[layout.by_rank])  # the candidates' places in name order
     sorted_names, states = view.sorted_names(), view.states_by_name()
     picked = list(map(sorted_names.__getitem__, ranks.tolist()))
     cands = dict(zip(picked, map(states.__getitem__, picked), strict=True))
-    known(cands, slots=(layout, layout.by_rank[ranks]))
+    known(view, cands, slots=(layout, layout.by_rank[ranks]))
     missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
     unknown = dict.fromkeys(unknown_names, missing)
     recent.insert(0, (key, cands, unknown))

@@ -7,7 +7,8 @@ every copy a slow one); what the engine knows of the dicts it made is kept besid
 few made or used. A dict made from another by removing a few nodes knows its parent and what was
 removed, so its slots are the parent's with those masked out, not a lookup of every name; and
 removing the same nodes from the same dict again (the next pod of a burst, the same filter) gives
-back the dict made the first time, slots and all.
+back the dict made the first time, slots and all. What the engine knows is kept by the view the dicts
+were made from (ClusterView.candidate_sets), so that it goes with the view and no two views share it.
 """
 
 from __future__ import annotations
@@ -45,23 +46,30 @@ class _Known:
         self.last: tuple[Mapping[str, Any], dict[str, Any]] | None = None
 
 
-# The most recently used last: the first is dropped first. An OrderedDict moves and drops in O(1); a
-# dict used so piles up deleted entries at its front, which every look for the first one walks.
-_known: OrderedDict[int, _Known] = OrderedDict()
+# The dicts a view's decisions made, by id, the most recently used last: the first is dropped first. An
+# OrderedDict moves and drops in O(1); a dict used so piles up deleted entries at its front, which every
+# look for the first one walks.
+Known = OrderedDict[int, _Known]
 
 
-def _info(cands: Mapping[str, Any]) -> _Known | None:
-    info = _known.get(id(cands))
+def _sets(view: ClusterView) -> Known:
+    sets = view.candidate_sets
+    if sets is None:
+        sets = view.candidate_sets = OrderedDict()
+    return sets
+
+
+def _info(view: ClusterView, cands: Mapping[str, Any]) -> _Known | None:
+    sets = _sets(view)
+    info = sets.get(id(cands))
     if info is None:
         return None
-    try:  # noqa: SIM105 - contextlib.suppress is a context manager per lookup, on every step's path
-        _known.move_to_end(id(cands))
-    except KeyError:  # another thread dropped it meanwhile
-        pass
+    sets.move_to_end(id(cands))
     return info if info.cands is cands else None
 
 
 def known(
+    view: ClusterView,
     cands: Mapping[str, Any],
     parent: Mapping[str, Any] | None = None,
     removed: Any = (),
@@ -70,27 +78,25 @@ def known(
 ) -> Mapping[str, Any]:
     """`cands`, remembered as made from `parent` minus the names `removed` (a root when no parent),
     with its slots when the maker has them."""
-    while len(_known) >= KNOWN_AT_MOST:
-        try:
-            _known.popitem(last=False)
-        except KeyError:  # another thread got there first
-            break
-    info = _known[id(cands)] = _Known(cands, parent, removed)
+    sets = _sets(view)
+    while len(sets) >= KNOWN_AT_MOST:
+        sets.popitem(last=False)
+    info = sets[id(cands)] = _Known(cands, parent, removed)
     if slots is not None:
         info.layout, info.slots = slots
     return cands
 
 
-def is_known(cands: Mapping[str, Any]) -> bool:
+def is_known(view: ClusterView, cands: Mapping[str, Any]) -> bool:
     """The engine still keeps what it knows of this dict (it may have been dropped since)."""
-    return _info(cands) is not None
+    return _info(view, cands) is not None
 
 
-def memo_for(cands: Mapping[str, Any]) -> dict[Any, Any] | None:
+def memo_for(view: ClusterView, cands: Mapping[str, Any]) -> dict[Any, Any] | None:
     """A place for what a step worked out about these candidates and may reuse for the same
     candidates in a later decision (it checks that what it read has not changed); None when the
     engine does not know the dict."""
-    info = _info(cands)
+    info = _info(view, cands)
     if info is None:
         return None
     if info.memo is None:
@@ -98,40 +104,40 @@ def memo_for(cands: Mapping[str, Any]) -> dict[Any, Any] | None:
     return info.memo
 
 
-def root_of(cands: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def root_of(view: ClusterView, cands: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The dict `cands` was made from by removing nodes, step after step (`cands` itself when it was
     not made so); None when the engine does not know `cands`."""
-    info = _info(cands)
+    info = _info(view, cands)
     if info is None:
         return None
     while info.parent is not None:
-        parent = _info(info.parent)
+        parent = _info(view, info.parent)
         if parent is None:
             return info.cands
         info = parent
     return info.cands
 
 
-def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str, Any]:
+def without(view: ClusterView, cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str, Any]:
     """The candidates minus the removed ones, in order; the candidates themselves when none was."""
     if not removed:
         return cands
     kept_by_step = getattr(removed, "kept_of", None)
     if kept_by_step is not None and (kept := kept_by_step(cands)) is not None:
-        if _info(kept) is None:  # a step made the dict already, in candidate order
-            known(kept)
+        if _info(view, kept) is None:  # a step made the dict already, in candidate order
+            known(view, kept)
         return kept
-    info = _info(cands)
+    info = _info(view, cands)
     if info is not None and info.last is not None and info.last[0] is removed:
         # The very map a step gave for these candidates before (its memo's): what was left then.
         kept = info.last[1]
-        _info(kept)
+        _info(view, kept)
         return kept
     key: tuple[str, ...] | None = None
     if info is not None and len(removed) <= REUSE_AT_MOST:
         key = tuple(removed)
         if info.children is not None and (kept := info.children.get(key)) is not None:
-            _info(kept)
+            _info(view, kept)
             _remember(info, removed, kept)
             return kept
     names = key if key is not None else removed
@@ -141,7 +147,7 @@ def without(cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str
             kept.pop(name, None)
     else:
         kept = {n: s for n, s in cands.items() if n not in removed}
-    known(kept, cands, names)
+    known(view, kept, cands, names)
     if info is not None and key is not None:
         if info.children is None:
             info.children = {}
@@ -211,7 +217,7 @@ class Remaining(Mapping[str, Any]):
         return self.as_dict().items()
 
 
-def remaining(cands: Mapping[str, Any], removed: Iterable[str]) -> Mapping[str, Any]:
+def remaining(view: ClusterView, cands: Mapping[str, Any], removed: Iterable[str]) -> Mapping[str, Any]:
     """`cands` less `removed` (a few of them, each once), in order, without copying `cands` while
     few are left out; known to the engine as made from `cands`, so that its slots are `cands`' less
     the removed ones."""
@@ -225,18 +231,18 @@ def remaining(cands: Mapping[str, Any], removed: Iterable[str]) -> Mapping[str, 
     left = Remaining(base, out)
     # Too many left out to look past at every read: a dict of its own.
     kept: Mapping[str, Any] = left.as_dict() if len(out) > LEFT_OUT_AT_MOST else left
-    known(kept, cands, removed)
+    known(view, kept, cands, removed)
     return kept
 
 
 def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     """The slot of every candidate, in candidate order (every candidate is a node of the view)."""
     layout = view.slots()
-    info = _info(cands)
+    info = _info(view, cands)
     if info is None:
         found = _lookup(cands, layout.index)
         if isinstance(cands, dict | Remaining):  # known from now on, as a root: the next pod reuses them
-            known(cands, slots=(layout, found))
+            known(view, cands, slots=(layout, found))
         return found
     if info.layout is layout:
         assert info.slots is not None  # set with the layout
@@ -274,8 +280,3 @@ def in_candidate_order(cands: Mapping[str, Any], names: Iterable[str], view: Clu
 
 def _lookup(names: Iterable[str], index: dict[str, int]) -> np.ndarray:
     return np.fromiter(map(index.__getitem__, names), np.intp)
-
-
-def position_of(cands: Mapping[str, Any], name: str) -> int:
-    """Where `name` is among the candidates (it is one of them)."""
-    return list(cands).index(name)

@@ -16,7 +16,7 @@ definition: an override must give the same answer.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,9 +26,29 @@ from numpy.typing import NDArray
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
 from berth.engine.draws import Seeded
-from berth.engine.ledger import Sparse
-from berth.engine.slots import memo_for
+from berth.engine.ledger import ArrayValues, Excluded, Listed, Sparse
+from berth.engine.slots import memo_for, remaining, root_of, slots_of, without
 from berth.engine.types import Event, Phase, Reason, StepTrace
+
+# What a step may use of the engine: this module and berth.engine.types. The removal maps and the
+# array of values a fast path may return (docs/engine.md, "Writing a step") are the ledger's, named here
+# so that no vocabulary imports the engine's internals.
+__all__ = [
+    "SKIP",
+    "ArrayValues",
+    "Excluded",
+    "Listed",
+    "NodeFilter",
+    "PodContext",
+    "Raws",
+    "Scorer",
+    "SetFilter",
+    "Skipped",
+    "Sparse",
+    "Step",
+    "Tier",
+    "skip",
+]
 
 # A scorer's raw values of its candidates, in order: a list, or a float64 array from a scorer that
 # gathers them from the view's arrays (berth.engine.ledger.ScoreColumn scales either to the same scores).
@@ -84,6 +104,29 @@ class PodContext:
         """Pods of the pod's namespace, app name and version on the node."""
         return state.apps.get(app_key(self.pod), 0)
 
+    # -- what the engine keeps of the candidate sets, for a step's fast path (docs/engine.md) --------
+    def memo(self, cands: Mapping[str, NodeState]) -> dict[Any, Any] | None:
+        """A place for what a step worked out about these very candidates, kept for a later decision
+        over the same dict (the step checks that what it read has not changed since); None when the
+        engine did not make the dict."""
+        return memo_for(self.view, cands)
+
+    def root(self, cands: Mapping[str, NodeState]) -> Mapping[str, NodeState] | None:
+        """The dict the candidates were made from by removing nodes, step after step."""
+        return root_of(self.view, cands)
+
+    def slots(self, cands: Mapping[str, NodeState]) -> NDArray[np.intp]:
+        """Where each candidate sits in the view's arrays (ClusterView.slots), in candidate order."""
+        return slots_of(cands, self.view)
+
+    def without(self, cands: Mapping[str, NodeState], removed: Mapping[str, Any]) -> Mapping[str, NodeState]:
+        """The candidates less the removed ones, in order, known to the engine as made so."""
+        return without(self.view, cands, removed)
+
+    def remaining(self, cands: Mapping[str, NodeState], removed: Iterable[str]) -> Mapping[str, NodeState]:
+        """The candidates less a few of them, not copied while few are left out."""
+        return remaining(self.view, cands, removed)
+
 
 class Step:
     name: ClassVar[str] = ""
@@ -137,7 +180,7 @@ class NodeFilter(Step):
             if not failing:
                 return {}
             # The same candidates and node records give the same removals (kept with the candidates).
-            memo = memo_for(cands)
+            memo = ctx.memo(cands)
             known = memo.get((type(self), self.name)) if memo is not None else None
             if known is not None and known[0] is failing:
                 return known[1]

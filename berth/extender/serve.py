@@ -35,10 +35,10 @@ from berth.operator.certs import self_signed
 
 log = logging.getLogger("berth.extender")
 # Python collects its young generation after 700 net allocations of containers, and that collection
-# walks every container made since the last one. The engine keeps up to 64 candidate dicts of up to
-# every node alive between decisions (berth.engine.slots), so at 5000 nodes that walk paused a filter
-# for 4 to 6 ms about once every 40 pods (bench/RESULTS.md). berth's garbage is freed by reference
-# counting; the young generation is collected far less often instead.
+# walks every container made since the last one. The engine keeps, with the view, up to 64 candidate
+# dicts of up to every node alive between decisions (berth.engine.slots), so at 5000 nodes that walk
+# paused a filter for 4 to 6 ms about once every 40 pods (bench/HISTORY.md). berth's garbage is freed
+# by reference counting; the young generation is collected far less often instead.
 GC_THRESHOLDS = (50_000, 10, 10)
 
 

@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from berth.cluster.view import NodeState
-from berth.engine.ledger import Excluded, Sparse
-from berth.engine.slots import memo_for
-from berth.engine.step import NodeFilter, PodContext, Skipped, Tier, skip
+from berth.engine.step import Excluded, NodeFilter, PodContext, Skipped, Sparse, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.json_annotation import show
 from berth.vocab import step_names
@@ -109,7 +107,7 @@ class RequireWithoutTag(NodeFilter):
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
         # The same candidates and holders give the same removals: kept with the candidates until a pod
         # carrying one of the tags comes or goes.
-        memo = memo_for(cands)
+        memo = ctx.memo(cands)
         namespace = ctx.pod.namespace
         kept_as = (self.name, namespace, prepared)
         versions = tuple(ctx.view.tag_version(namespace, t) for t in prepared)

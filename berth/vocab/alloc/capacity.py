@@ -18,9 +18,7 @@ from typing import Any
 import numpy as np
 
 from berth.cluster.view import NodeColumn, NodeState
-from berth.engine.ledger import Listed, Sparse
-from berth.engine.slots import memo_for, root_of, slots_of
-from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
+from berth.engine.step import Listed, NodeFilter, PodContext, SetFilter, Skipped, Sparse, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
     MIB,
@@ -291,7 +289,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
             return super().select_among(cands, prepared, ctx)
         # The same candidates, where only nodes outside the reserve changed and stayed below its
         # smallest value (the node the last pod of a burst went to), keep the same reserve.
-        memo = memo_for(cands)
+        memo = ctx.memo(cands)
         known = memo.get(self.name) if memo is not None else None
         if memo is not None and known is not None and known[0] is column:
             changed = column.changed_since(known[1])
@@ -304,7 +302,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         # The candidates are the nodes asked about minus those earlier steps removed: the reserve is
         # the first `count` of them along the order of the nodes asked about, by unreserved RAM
         # (highest first) and name.
-        root = root_of(cands)
+        root = ctx.root(cands)
         order = self._order(cands if root is None else root, column, ctx)
         values = column.values
         largest = list(islice(filter(cands.__contains__, order), count))
@@ -319,7 +317,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         """The nodes of `root` by unreserved RAM, highest first, then by name. Kept with `root` as a
         sorted list of (-value, name); the few nodes worked out again since (the last placements)
         are moved to their new places."""
-        memo = memo_for(root)
+        memo = ctx.memo(root)
         kept = memo.get(ORDER) if memo is not None else None
         if memo is not None and kept is not None and kept[0] is column and kept[1] != column.version:
             changed = column.changed_since(kept[1])
@@ -338,7 +336,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
                 kept = None
         if kept is None or kept[0] is not column or kept[1] != column.version:
             layout = ctx.view.slots()
-            at = slots_of(root, ctx.view)
+            at = ctx.slots(root)
             negated = -column.array(layout)[at]
             by = np.lexsort((layout.rank[at], negated))  # rank is name order
             names = map(layout.names.__getitem__, at[by].tolist())

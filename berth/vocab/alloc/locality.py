@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from berth.cluster.view import NodeState
-from berth.engine.ledger import Listed
-from berth.engine.slots import memo_for, remaining, without
-from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
+from berth.engine.step import Listed, NodeFilter, PodContext, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep
 from berth.vocab.alloc.hints import Hint, Hints, resolve
@@ -127,20 +125,20 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         namespace = ctx.pod.namespace
         view = ctx.view
         owners = view.owner_nodes(namespace)
-        memo = memo_for(cands)
+        memo = ctx.memo(cands)
         version = view.owner_version(namespace)
         kept_as = (self.name, namespace)
         hit = memo.get(kept_as) if memo is not None else None
         if memo is not None and hit is not None:
             changes = view.owners_changed_since(namespace, hit[0])
-            mended = self._mend(hit, cands, namespace, changes, version)
+            mended = self._mend(hit, cands, ctx, changes, version)
             if mended is not None:
                 memo[kept_as] = mended
                 return mended[2]
         if len(owners) >= len(cands) and owners.keys() >= cands.keys():
             return {}  # every candidate hosts pods of the namespace: none is set aside (checked in C)
         counts = {n: c for n, c in owners.items() if n in cands}
-        spread, kept = self._spread_over(cands, counts, namespace)
+        spread, kept = self._spread_over(cands, ctx, counts)
         if memo is not None:
             memo[kept_as] = (version, counts, spread, kept)
         return spread
@@ -148,8 +146,8 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
     def _spread_over(
         self,
         cands: Mapping[str, NodeState],
+        ctx: PodContext,
         counts: dict[str, int],
-        namespace: str,
         kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
     ) -> tuple[Mapping[str, Reason], Mapping[str, NodeState]]:
         """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
@@ -162,15 +160,15 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         def reason(name: str) -> Reason:
             count = counts[name]
             if count not in by_count:
-                by_count[count] = self._spread_reason(namespace, count)
+                by_count[count] = self._spread_reason(ctx.pod.namespace, count)
             return by_count[count]
 
         spread = Listed(list(counts), reason, shared=True, reorder=True)
         if kept_before is not None:
             before, added = kept_before
-            kept = remaining(before, added)  # not a copy of thousands of nodes for a few new owners
+            kept = ctx.remaining(before, added)  # not a copy of thousands of nodes for a few new owners
         else:
-            kept = without(cands, spread)
+            kept = ctx.without(cands, spread)
         spread.kept = (cands, kept)  # the runner takes it as it is
         return spread, kept
 
@@ -178,7 +176,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
         self,
         hit: tuple,
         cands: Mapping[str, NodeState],
-        namespace: str,
+        ctx: PodContext,
         changes: list[tuple[str, int]] | None,
         version: int,
     ) -> tuple | None:
@@ -205,7 +203,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter):
                 freed = True
         if freed or len(counts) == len(cands):
             return None
-        spread, kept = self._spread_over(cands, counts, namespace, (kept, added))
+        spread, kept = self._spread_over(cands, ctx, counts, (kept, added))
         return (version, counts, spread, kept)
 
     def _spread(self, states: Sequence[NodeState], ctx: PodContext) -> dict[str, Reason]:

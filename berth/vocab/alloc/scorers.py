@@ -28,7 +28,6 @@ from numpy.typing import NDArray
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState
-from berth.engine.slots import slots_of
 from berth.engine.step import PodContext, Raws, Scorer, Skipped, skip
 from berth.vocab.alloc.base import (
     AllocStep,
@@ -103,7 +102,7 @@ def _unreserved_raws(
     column = unreserved_column(ctx, step.setup, resource)
     if column is None:
         return Scorer.raws(step, cands, sign, ctx)
-    raws = column.array(ctx.view.slots())[slots_of(cands, ctx.view)]
+    raws = column.array(ctx.view.slots())[ctx.slots(cands)]
     return raws if sign == 1 else sign * raws
 
 
@@ -123,7 +122,7 @@ class ScoreNumOwnerZones(_AllocScorer):
         for name, count in ctx.view.owner_nodes(ctx.pod.namespace).items():
             counts[slots.index[name]] = count
         # Counted in integers, as raw() counts: minus nothing is 0.0, never -0.0.
-        return (-prepared * counts[slots_of(cands, ctx.view)]).astype(np.float64)
+        return (-prepared * counts[ctx.slots(cands)]).astype(np.float64)
 
 
 class ScoreCurrentPlatform(_AllocScorer):
@@ -144,7 +143,7 @@ class ScoreCurrentPlatform(_AllocScorer):
             self.name,
             lambda: np.array([float(self.raw(s, prepared, ctx)) for s in ctx.view.states()], np.float64),
         )
-        return scores[slots_of(cands, ctx.view)]
+        return scores[ctx.slots(cands)]
 
 
 class ScoreNextReboot(_AllocScorer):
@@ -165,7 +164,7 @@ class ScoreNextReboot(_AllocScorer):
         # node record, as whole microseconds, and turned into weeks for all of them at once. The
         # weeks stay as they are until one of them would change: kept until then.
         planned = ctx.view.node_memo(self.name, lambda: _Reboots(*_planned_reboots(ctx), len(ctx.view)))
-        return planned.weeks(_microseconds(prepared))[slots_of(cands, ctx.view)]
+        return planned.weeks(_microseconds(prepared))[ctx.slots(cands)]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 
 from berth import annotations as ann
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.ledger import Sparse
-from berth.engine.slots import memo_for
-from berth.engine.step import NodeFilter, PodContext
+from berth.engine.step import NodeFilter, PodContext, Sparse
 from berth.engine.types import Kind, Reason
 from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
@@ -53,7 +51,7 @@ class HardFilterTraits(AllocStep, NodeFilter):
         groups = ctx.view.node_memo(ann.NODE_TRAITS, lambda: _by_traits(ctx.view))
         # The same candidates, node annotations and wanted traits remove the same nodes: kept with
         # the candidates for the next pod that asks for the same traits.
-        memo = memo_for(cands)
+        memo = ctx.memo(cands)
         key = (self.name, frozenset(prepared.traits.items()))
         if memo is not None and (hit := memo.get(key)) is not None and hit[0] is groups:
             return hit[1]

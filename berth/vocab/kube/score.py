@@ -38,9 +38,7 @@ import numpy as np
 
 from berth.cluster.model import Node, Toleration
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.ledger import ArrayValues
-from berth.engine.slots import slots_of
-from berth.engine.step import PodContext, Skipped, Tier, skip
+from berth.engine.step import ArrayValues, PodContext, Skipped, Tier, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import term_matches
@@ -223,7 +221,7 @@ class KubeDefaultScore(Tier):
         self, cands: Mapping[str, NodeState], prepared: Prepared, ctx: PodContext
     ) -> Mapping[str, int]:
         view = ctx.view
-        at = slots_of(cands, view)
+        at = ctx.slots(cands)
         nodes = _Nodes.of(view)
         taints = view.node_memo(
             ("kube/default-score/taints", prepared.tolerations),

@@ -16,8 +16,7 @@ from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState, app_key
-from berth.engine.ledger import Sparse
-from berth.engine.step import NodeFilter, PodContext, Skipped, skip
+from berth.engine.step import NodeFilter, PodContext, Skipped, Sparse, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.errors import InvalidPolicy
 from berth.vocab import step_names
