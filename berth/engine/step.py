@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -128,7 +128,11 @@ class PodContext:
         return remaining(self.view, cands, removed)
 
 
-class Step:
+# The state a step's prepare() returns for one pod and its per-node method reads (a step without any: None).
+P = TypeVar("P")
+
+
+class Step(Generic[P]):
     name: ClassVar[str] = ""
     phase: ClassVar[Phase] = Phase.HARD
     summary: ClassVar[str] = ""
@@ -136,19 +140,19 @@ class Step:
     # the node-side values differ), so thousands of removals can be counted through one of them.
     shared_reason: ClassVar[bool] = False
 
-    def prepare(self, ctx: PodContext) -> Any:
-        return None
+    def prepare(self, ctx: PodContext) -> P | _Skip:
+        return None  # type: ignore[return-value]  # a step without prepared state
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: P) -> str | None:
         """How a 409 names this step when it removed nodes and nothing fits (None: not a user
         constraint, the generic "0/N nodes are available" text is enough)."""
         return None
 
-    def event(self, trace: StepTrace, prepared: Any, ctx: PodContext) -> Event | None:
+    def event(self, trace: StepTrace, prepared: P, ctx: PodContext) -> Event | None:
         """An event this step adds to the pod when the pod is placed."""
         return None
 
-    def has_event(self, prepared: Any) -> bool:
+    def has_event(self, prepared: P) -> bool:
         """Whether `event` may give one for a pod prepared so (False spares tracing the step)."""
         return True
 
@@ -156,7 +160,7 @@ class Step:
         return self.name
 
 
-class NodeFilter(Step):
+class NodeFilter(Step[P]):
     """A hard filter decided node by node."""
 
     phase = Phase.HARD
@@ -168,12 +172,10 @@ class NodeFilter(Step):
     # (a staticmethod, so that reading it through the instance gives the plain function)
     suspect: ClassVar[staticmethod[[Node], bool] | None] = None
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: P, ctx: PodContext) -> Reason | None:
         raise NotImplementedError
 
-    def removals(
-        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
-    ) -> Mapping[str, Reason]:
+    def removals(self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Mapping[str, Reason]:
         """The candidates this filter removes, each with its Reason."""
         if self.node_only:
             failing = ctx.view.node_memo((type(self), self.name), lambda: self._failing(prepared, ctx))
@@ -207,7 +209,7 @@ class NodeFilter(Step):
                 removed[name] = reason
         return removed
 
-    def _failing(self, prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+    def _failing(self, prepared: P, ctx: PodContext) -> dict[str, Reason]:
         """Every node of the view this node-only filter removes."""
         out = {}
         for state in ctx.view.states():
@@ -217,17 +219,17 @@ class NodeFilter(Step):
         return out
 
 
-class SetFilter(Step):
+class SetFilter(Step[P]):
     """A filter that must see the whole set: hard (large servers) or soft (drop only while others
     remain). Returns the nodes it removes, each with its reason."""
 
     phase = Phase.SOFT
 
-    def select(self, states: Sequence[NodeState], prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+    def select(self, states: Sequence[NodeState], prepared: P, ctx: PodContext) -> dict[str, Reason]:
         raise NotImplementedError
 
     def select_among(
-        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+        self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext
     ) -> Mapping[str, Reason]:
         """select() over the candidates; only candidates can be removed."""
         removed = self.select(list(cands.values()), prepared, ctx)
@@ -236,32 +238,32 @@ class SetFilter(Step):
         return {n: r for n, r in removed.items() if n in cands}
 
 
-class Tier(Step):
+class Tier(Step[P]):
     """Keeps only the nodes with the highest value; the value is also the node's score part."""
 
     phase = Phase.TIER
 
-    def value(self, state: NodeState, prepared: Any, ctx: PodContext) -> int:
+    def value(self, state: NodeState, prepared: P, ctx: PodContext) -> int:
         raise NotImplementedError
 
-    def normalise(self, values: Mapping[str, Any], prepared: Any, ctx: PodContext) -> Mapping[str, int]:
+    def normalise(self, values: Mapping[str, Any], prepared: P, ctx: PodContext) -> Mapping[str, int]:
         """The candidates' values from what `value` gave each of them, for a tier whose value of one
         node depends on the others' (kube's scores are normalised over the candidates): as they are
         by default."""
         return values
 
-    def values(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> Mapping[str, int]:
+    def values(self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Mapping[str, int]:
         """Node -> value; a node left out is at 0 (a sparse override names only the others)."""
         value = self.value
         return self.normalise(
             {name: value(state, prepared, ctx) for name, state in cands.items()}, prepared, ctx
         )
 
-    def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
+    def set_aside(self, value: int, best: int, prepared: P) -> Reason:
         raise NotImplementedError
 
 
-class Scorer(Step):
+class Scorer(Step[P]):
     """Adds a weighted, normalised score to every node; removes none."""
 
     phase = Phase.SCORE
@@ -269,10 +271,10 @@ class Scorer(Step):
     def __init__(self, weight: float = 1.0) -> None:
         self.weight = weight
 
-    def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
+    def raw(self, state: NodeState, prepared: P, ctx: PodContext) -> float:
         raise NotImplementedError
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> Raws:
+    def raws(self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Raws:
         """The raw value of every candidate, in order."""
         raw = self.raw
         return [float(raw(state, prepared, ctx)) for state in cands.values()]

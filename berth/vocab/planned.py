@@ -9,8 +9,6 @@ to where it was, nor where the ranking alone would put it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from berth.cluster.view import NodeState
 from berth.engine.step import PodContext, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
@@ -19,7 +17,7 @@ from berth.vocab.step_names import PLANNED_TARGET
 EVENT = "RebalanceTarget"  # the placement record says `planned` when the decision has it
 
 
-class PlannedTarget(Tier):
+class PlannedTarget(Tier[frozenset[str]]):
     name = PLANNED_TARGET
     summary = "tier: the node `berth rebalance` planned for a replacement, when it is feasible"
     shared_reason = True
@@ -30,7 +28,7 @@ class PlannedTarget(Tier):
     def value(self, state: NodeState, prepared: frozenset[str], ctx: PodContext) -> int:
         return int(state.node.name in prepared)
 
-    def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
+    def set_aside(self, value: int, best: int, prepared: frozenset[str]) -> Reason:
         return Reason(self.name, Kind.SET_ASIDE, "not the node berth rebalance planned for this replacement")
 
     def event(self, trace: StepTrace, prepared: frozenset[str], ctx: PodContext) -> Event | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
 
 from berth.cluster.view import NodeState
 from berth.engine.step import Excluded, NodeFilter, PodContext, Skipped, Sparse, Tier, skip
@@ -27,7 +26,7 @@ def _affinity(ctx: PodContext) -> TagAffinity:
     return ctx.spec.tags.affinity
 
 
-class RequireWithTag(NodeFilter):
+class RequireWithTag(NodeFilter[tuple[str, ...]]):
     """Removes nodes where no pod of the pod's namespace carries a required tag."""
 
     name = REQUIRE_WITH_STEP
@@ -87,7 +86,7 @@ class RequireWithTag(NodeFilter):
 CHANGED_IN_PLACE = 32
 
 
-class RequireWithoutTag(NodeFilter):
+class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
     """Removes nodes where a pod of the pod's namespace carries an excluded tag."""
 
     name = REQUIRE_WITHOUT_STEP
@@ -167,7 +166,7 @@ class RequireWithoutTag(NodeFilter):
         return f"the affinity constraint {REQUIRE_WITHOUT}={show(list(prepared))}"
 
 
-class TagAffinityTier(Tier):
+class TagAffinityTier(Tier[TagAffinity]):
     """+1 per neighbour per prefer_with_tag tag it carries, -1 per prefer_without_tag tag, summed;
     only the nodes with the highest sum go on. Without prefer_* every node is at 0."""
 
@@ -206,7 +205,7 @@ class TagAffinityTier(Tier):
             {"affinity": value, "highest": best},
         )
 
-    def has_event(self, prepared: Any) -> bool:
+    def has_event(self, prepared: TagAffinity) -> bool:
         return bool(getattr(prepared, "prefers", False))
 
     def event(self, trace: StepTrace, prepared: TagAffinity, ctx: PodContext) -> Event | None:

@@ -65,7 +65,7 @@ def _exceeding(
     return out
 
 
-class _MinResource(AllocStep, NodeFilter):
+class _MinResource(AllocStep, NodeFilter[_Need]):
     resource = ""
     what = ""  # the skip text when the pod has none of the resource
     shared_reason = True
@@ -137,7 +137,7 @@ class HardFilterMinDisk(_MinResource):
     what = "the pod has no ephemeral-storage limit or request and no package quota"
 
 
-class HardFilterMinFreeDisk(AllocStep, NodeFilter):
+class HardFilterMinFreeDisk(AllocStep, NodeFilter[int]):
     name = "alloc/hard-filter-min-free-disk"
     summary = "hard: allocatable ephemeral storage minus the pods' requests is at least minimum_free_disk"
 
@@ -158,13 +158,13 @@ class HardFilterMinFreeDisk(AllocStep, NodeFilter):
         )
 
 
-class HardFilterVmCount(AllocStep, NodeFilter):
+class HardFilterVmCount(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-vm-count"
     summary = "hard: the node hosts fewer pods than filter_vm_limit"
     shared_reason = True
 
     def removals(
-        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+        self, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext
     ) -> Mapping[str, Reason]:
         limit = self.defaults.filter_vm_limit
         column = pod_count_column(ctx)
@@ -174,7 +174,7 @@ class HardFilterVmCount(AllocStep, NodeFilter):
             column, cands, lambda pods: pods >= limit, lambda s: self.check(s, prepared, ctx), ctx
         )
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         limit = self.defaults.filter_vm_limit
         pods = node_use(state, ctx).pods
         if pods < limit:
@@ -187,7 +187,7 @@ class HardFilterVmCount(AllocStep, NodeFilter):
         )
 
 
-class HardFilterCapness(AllocStep, NodeFilter):
+class HardFilterCapness(AllocStep, NodeFilter[bool]):
     name = "alloc/hard-filter-capness"
     summary = "hard: pods with and without a CPU cap do not share a node (filter_capness)"
 
@@ -221,7 +221,7 @@ def canonical(ratio: float | None) -> str | None:
     return None if not ratio else f"{ratio:.2f}"
 
 
-class HardFilterOverprovisionRatios(AllocStep, NodeFilter):
+class HardFilterOverprovisionRatios(AllocStep, NodeFilter[Package]):
     name = "alloc/hard-filter-overprovision-ratios"
     summary = "hard: the node's overprovision ratios are the ones the pod's package asks for"
 
@@ -258,7 +258,7 @@ ORDER = "alloc/hard-filter-large-servers/order"
 MENDED_AT_MOST = 64  # more nodes changed than this since the order was made: made again
 
 
-class HardFilterLargeServers(AllocStep, SetFilter):
+class HardFilterLargeServers(AllocStep, SetFilter[None]):
     """Keeps the largest nodes in reserve for large pods: the 15% of nodes with the most unreserved
     RAM (floor, so nothing for 6 nodes or fewer). Wrap it as [or, hard-filter-large-servers, identity]
     so it can never leave no node."""
@@ -270,7 +270,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
     def prepare(self, ctx: PodContext) -> Skipped | None:
         return None if self.defaults.filter_large_servers else skip("filter_large_servers is false")
 
-    def select(self, states: Sequence[NodeState], prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+    def select(self, states: Sequence[NodeState], prepared: None, ctx: PodContext) -> dict[str, Reason]:
         count = (len(states) * 3) // 20  # floor(n x 0.15) without floating point
         if count < 1:
             return {}
@@ -281,7 +281,7 @@ class HardFilterLargeServers(AllocStep, SetFilter):
         return {name: self._reason(count, len(states), free[name]) for name in largest}
 
     def select_among(
-        self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext
+        self, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext
     ) -> Mapping[str, Reason]:
         count = (len(cands) * 3) // 20
         column = unreserved_column(ctx, self.setup, "ram")

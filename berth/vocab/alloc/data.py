@@ -6,7 +6,6 @@ them. In a chain they are accepted and traced, keep every node, and say what sta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, SetFilter, Skipped, skip
@@ -14,24 +13,24 @@ from berth.engine.types import Phase, Reason
 from berth.vocab.alloc.base import AllocStep
 
 
-class Identity(AllocStep, SetFilter):
+class Identity(AllocStep, SetFilter[None]):
     """Returns the nodes it received: the fallback arm of an `or`."""
 
     name = "alloc/identity"
     summary = "keeps every node it receives (the fallback of an or)"
     phase = Phase.HARD
 
-    def select(self, states: Sequence[NodeState], prepared: Any, ctx: PodContext) -> dict[str, Reason]:
+    def select(self, states: Sequence[NodeState], prepared: None, ctx: PodContext) -> dict[str, Reason]:
         return {}
 
 
-class _DataStep(AllocStep, NodeFilter):
+class _DataStep(AllocStep, NodeFilter[None]):
     why = ""
 
     def prepare(self, ctx: PodContext) -> Skipped:
         return skip(f"computes only, every node kept: {self.why}")
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:  # pragma: no cover
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:  # pragma: no cover
         return None
 
 
@@ -64,7 +63,7 @@ class CalculateTicketedVms(_DataStep):
     why = "pods being placed count in the cluster view as soon as the extender binds them"
 
 
-class OverrideOverprovisioning(AllocStep, NodeFilter):
+class OverrideOverprovisioning(AllocStep, NodeFilter[None]):
     """Its presence in the chain (unless disable_override_overprovisioning) makes every node and
     every pod use the defaults' overprovision_ratio_*; the capacity steps read that."""
 
@@ -80,5 +79,5 @@ class OverrideOverprovisioning(AllocStep, NodeFilter):
         ratios = self.setup.ratios_text
         return skip(f"computes only, every node kept: every node and pod use the ratios {ratios}")
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:  # pragma: no cover
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:  # pragma: no cover
         return None

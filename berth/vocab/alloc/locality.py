@@ -12,7 +12,6 @@ others remain.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from berth.cluster.view import NodeState
 from berth.engine.step import Listed, NodeFilter, PodContext, SetFilter, Skipped, skip
@@ -25,7 +24,7 @@ from berth.vocab.alloc.hints import Hint, Hints, resolve
 MENDED_AT_MOST = 64
 
 
-class CalculateLocalityHints(AllocStep, NodeFilter):
+class CalculateLocalityHints(AllocStep, NodeFilter[None]):
     """The seed's calculate-locality-hints: affinity rules and locality become hints. berth resolves
     them on its cluster view once per pod; this step shows them in the trace and keeps every node."""
 
@@ -36,7 +35,7 @@ class CalculateLocalityHints(AllocStep, NodeFilter):
         hints = resolve(ctx)
         return skip(f"computes only, every node kept: {hints.summary()}")
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:  # pragma: no cover
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:  # pragma: no cover
         return None
 
 
@@ -46,7 +45,7 @@ class CalculateAffinity(CalculateLocalityHints):
     name = "alloc/calculate-affinity"
 
 
-class HardFilterLocalityHints(AllocStep, NodeFilter):
+class HardFilterLocalityHints(AllocStep, NodeFilter[tuple[Hint, ...]]):
     name = "alloc/hard-filter-locality-hints"
     summary = "hard: the node hosts no pod of a strict far hint and a pod of every strict near hint"
 
@@ -75,7 +74,7 @@ class HardFilterLocalityHints(AllocStep, NodeFilter):
         return "the strict locality " + ", ".join(h.shown for h in prepared)
 
 
-class SoftFilterLocalityHints(AllocStep, SetFilter):
+class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
     name = "alloc/soft-filter-locality-hints"
     summary = "soft: away from far pods, then near near pods; with no hint, spread the namespace's pods"
     phase = Phase.SOFT

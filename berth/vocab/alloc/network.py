@@ -20,7 +20,7 @@ def _shown(groups: tuple[tuple[str, ...], ...]) -> str:
     return show([g[0] if len(g) == 1 else list(g) for g in groups])
 
 
-class HardFilterVlans(AllocStep, NodeFilter):
+class HardFilterVlans(AllocStep, NodeFilter[tuple[tuple[str, ...], ...]]):
     name = "alloc/hard-filter-vlans"
     summary = f"hard: the node's {NIC_TAGS} has one tag of each of the pod's NIC tag requirements"
 

@@ -70,7 +70,7 @@ class _Requirement:
         return f"{self.owner} requires {self.kind} platforms {show(self.platforms.as_dict())}"
 
 
-class HardFilterPlatformVersions(AllocStep, NodeFilter):
+class HardFilterPlatformVersions(AllocStep, NodeFilter[tuple[_Requirement, ...]]):
     name = "alloc/hard-filter-platform-versions"
     summary = "hard: the node's platform meets the package's and the image's min/max platforms"
 
@@ -114,7 +114,7 @@ class HardFilterPlatformVersions(AllocStep, NodeFilter):
         return "; ".join(r.text() for r in prepared)
 
 
-class HardFilterFeatureMinPlatform(AllocStep, NodeFilter):
+class HardFilterFeatureMinPlatform(AllocStep, NodeFilter[Platform]):
     """The seed's features, on Kubernetes: every pod is a container, so filter_docker_min_platform
     applies to every pod. The NFS-volume automount, volapi NFS v2 and flexible-disk features have no
     counterpart on a pod; their keys are read and validated, and never trigger."""
@@ -122,12 +122,12 @@ class HardFilterFeatureMinPlatform(AllocStep, NodeFilter):
     name = "alloc/hard-filter-feature-min-platform"
     summary = "hard: the node's platform is at least filter_docker_min_platform (every pod is a container)"
 
-    # None only for a minimum that parse_config refuses (it checks every *_min_platform).
-    def prepare(self, ctx: PodContext) -> Platform | Skipped | None:
+    def prepare(self, ctx: PodContext) -> Platform | Skipped:
         minimum = self.defaults.filter_docker_min_platform
         if minimum is None:
             return skip("filter_docker_min_platform is not set")
-        return parse_platform(minimum)
+        # None only for a minimum that parse_config refuses (it checks every *_min_platform).
+        return parse_platform(minimum) or skip("filter_docker_min_platform does not parse")
 
     def check(self, state: NodeState, prepared: Platform, ctx: PodContext) -> Reason | None:
         node = node_platform(state.node)

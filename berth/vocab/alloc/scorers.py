@@ -246,7 +246,7 @@ class ScoreUniformRandom(_AllocScorer):
         return ctx.randoms.random(len(cands))  # one draw per node in candidate order, as raw() draws
 
 
-class PickRandom(AllocStep, Scorer):
+class PickRandom(AllocStep, Scorer[None]):
     """The seed's pick-random, as a scorer: a random part of weight 1, so that with no other scorer
     the highest score falls on a random node (reproducible with the seed)."""
 
@@ -257,8 +257,8 @@ class PickRandom(AllocStep, Scorer):
         AllocStep.__init__(self, setup)
         self.weight = 1.0
 
-    def raw(self, state: NodeState, prepared: Any, ctx: PodContext) -> float:
+    def raw(self, state: NodeState, prepared: None, ctx: PodContext) -> float:
         return ctx.rng.random()
 
-    def raws(self, cands: Mapping[str, NodeState], prepared: Any, ctx: PodContext) -> NDArray[np.float64]:
+    def raws(self, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext) -> NDArray[np.float64]:
         return ctx.randoms.random(len(cands))  # one draw per node in candidate order, as raw() draws

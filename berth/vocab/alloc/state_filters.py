@@ -13,8 +13,6 @@ reservoir, and the forced failure.
 
 from __future__ import annotations
 
-from typing import Any
-
 from berth import annotations as ann
 from berth.cluster.model import Node
 from berth.cluster.view import NodeState
@@ -39,36 +37,36 @@ def _label_true(node: Node, label: str) -> bool:
     return node.labels.get(label, "").strip().lower() == "true"
 
 
-class HardFilterSetup(AllocStep, NodeFilter):
+class HardFilterSetup(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-setup"
     summary = "hard: the node is set up (its Ready condition is True)"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         return None if state.node.ready else Reason(self.name, Kind.UNMET, "node is not set up (not Ready)")
 
 
-class HardFilterRunning(AllocStep, NodeFilter):
+class HardFilterRunning(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-running"
     summary = "hard: the node is running (its Ready condition is True)"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         return None if state.node.ready else Reason(self.name, Kind.UNMET, "node is not running (not Ready)")
 
 
-class HardFilterReserved(AllocStep, NodeFilter):
+class HardFilterReserved(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-reserved"
     summary = f"hard: the node is not reserved ({ann.NODE_RESERVED}=true)"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         if not _label_true(state.node, ann.NODE_RESERVED):
             return None
         return Reason(self.name, Kind.UNMET, f"node is reserved by an operator ({ann.NODE_RESERVED}=true)")
 
 
-class HardFilterHeadnode(AllocStep, NodeFilter):
+class HardFilterHeadnode(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-headnode"
     summary = f"hard: the node is not a head node ({ann.CONTROL_PLANE})"
     node_only = True
@@ -78,38 +76,38 @@ class HardFilterHeadnode(AllocStep, NodeFilter):
             None if self.defaults.filter_headnode else skip("filter_headnode is false: head nodes are kept")
         )
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         if ann.CONTROL_PLANE not in state.node.labels:
             return None
         return Reason(self.name, Kind.UNMET, f"node is a head node (label {ann.CONTROL_PLANE})")
 
 
-class HardFilterReservoir(AllocStep, NodeFilter):
+class HardFilterReservoir(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-reservoir"
     summary = f"hard: the node is not in the reservoir ({RESERVOIR}=true); wrap it as [or, ..., identity]"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         if not _label_true(state.node, RESERVOIR):
             return None
         return Reason(self.name, Kind.UNMET, f"node is in the reservoir ({RESERVOIR}=true)")
 
 
-class HardFilterVirtualServers(AllocStep, NodeFilter):
+class HardFilterVirtualServers(AllocStep, NodeFilter[None]):
     """The seed removes virtual servers for Docker containers; every pod is a container."""
 
     name = "alloc/hard-filter-virtual-servers"
     summary = f"hard: the node is not virtual (label type=virtual-kubelet or {VIRTUAL}=true)"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         node = state.node
         if node.labels.get("type") != "virtual-kubelet" and not _label_true(node, VIRTUAL):
             return None
         return Reason(self.name, Kind.UNMET, "node is a virtual node")
 
 
-class HardFilterForceFailure(AllocStep, NodeFilter):
+class HardFilterForceFailure(AllocStep, NodeFilter[bool]):
     name = "alloc/hard-filter-force-failure"
     summary = f"hard: every node is removed when the pod has label {FORCE_FAILURE_LABEL}=true (tests)"
 
@@ -118,10 +116,10 @@ class HardFilterForceFailure(AllocStep, NodeFilter):
             return True
         return skip(f"no label {FORCE_FAILURE_LABEL}=true")
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: bool, ctx: PodContext) -> Reason | None:
         return Reason(self.name, Kind.UNMET, f"forced failure: the pod has label {FORCE_FAILURE_LABEL}=true")
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: bool) -> str | None:
         return f"the label {FORCE_FAILURE_LABEL}=true (a forced failure)"
 
 
@@ -148,12 +146,12 @@ def node_problem(node: Node) -> str | None:
     return None
 
 
-class HardFilterInvalidServers(AllocStep, NodeFilter):
+class HardFilterInvalidServers(AllocStep, NodeFilter[None]):
     name = "alloc/hard-filter-invalid-servers"
     summary = "hard: the node has allocatable memory and cpu, and well-formed berth annotations"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         problem = node_problem(state.node)
         if problem is None:
             return None

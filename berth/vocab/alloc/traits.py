@@ -29,7 +29,7 @@ class _Wanted:
     verdicts: dict[str, Reason | None] = field(default_factory=dict)
 
 
-class HardFilterTraits(AllocStep, NodeFilter):
+class HardFilterTraits(AllocStep, NodeFilter[_Wanted]):
     name = "alloc/hard-filter-traits"
     summary = "hard: the node's traits are exactly the names the pod asks for, with matching values"
 

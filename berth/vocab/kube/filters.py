@@ -20,12 +20,12 @@ from berth.vocab import step_names
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
 
-class NodeReady(NodeFilter):
+class NodeReady(NodeFilter[None]):
     name = step_names.KUBE_NODE_READY
     summary = "hard: the node's Ready condition is True"
     node_only = True
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         if state.node.ready:
             return None
         return Reason(self.name, Kind.UNMET, "node is not Ready")
@@ -65,7 +65,7 @@ def selects_node(pod: Pod, node: Node) -> bool:
     return node_selection_miss(pod, node) is None
 
 
-class NodeName(NodeFilter):
+class NodeName(NodeFilter[str]):
     name = step_names.KUBE_NODE_NAME
     summary = "hard: a pod that names its node (spec.nodeName) fits only there"
 
@@ -83,7 +83,7 @@ class NodeName(NodeFilter):
         return Reason(self.name, Kind.UNMET, "node is not the one the pod names", {"nodeName": prepared})
 
 
-class NodePorts(NodeFilter):
+class NodePorts(NodeFilter[tuple[HostPort, ...]]):
     name = step_names.KUBE_NODE_PORTS
     summary = "hard: no pod on the node uses a host port the pod asks for"
 
@@ -105,12 +105,12 @@ class NodePorts(NodeFilter):
         return None
 
 
-class NodeUnschedulable(NodeFilter):
+class NodeUnschedulable(NodeFilter[None]):
     name = step_names.KUBE_NODE_UNSCHEDULABLE
     summary = "hard: the node is not cordoned, unless the pod tolerates that"
     suspect = staticmethod(_cordoned)
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         if not state.node.unschedulable:
             return None
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
@@ -118,12 +118,12 @@ class NodeUnschedulable(NodeFilter):
         return Reason(self.name, Kind.UNMET, "node is cordoned (spec.unschedulable)")
 
 
-class TaintToleration(NodeFilter):
+class TaintToleration(NodeFilter[None]):
     name = step_names.KUBE_TAINTS
     summary = "hard: the pod tolerates every NoSchedule and NoExecute taint of the node"
     suspect = staticmethod(_tainted)
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         taint = untolerated(state.node, ctx.pod)
         if taint is None:
             return None
@@ -132,7 +132,7 @@ class TaintToleration(NodeFilter):
         )
 
 
-class NodeAffinity(NodeFilter):
+class NodeAffinity(NodeFilter[None]):
     name = step_names.KUBE_NODE_AFFINITY
     summary = "hard: the node matches the pod's nodeSelector and required node affinity"
 
@@ -141,7 +141,7 @@ class NodeAffinity(NodeFilter):
             return skip("no nodeSelector or required node affinity")
         return None
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         miss = node_selection_miss(ctx.pod, state.node)
         return Reason(self.name, Kind.UNMET, miss[0], miss[1]) if miss is not None else None
 
@@ -179,11 +179,11 @@ def _requirement(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     return False
 
 
-class NodeResourcesFit(NodeFilter):
+class NodeResourcesFit(NodeFilter[None]):
     name = step_names.KUBE_RESOURCES
     summary = "hard: the pod's requests fit the node's allocatable minus the requests of its pods"
 
-    def check(self, state: NodeState, prepared: Any, ctx: PodContext) -> Reason | None:
+    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
         pods = len(state.pods)
         allowed = state.node.allocatable.get("pods")
         if allowed is not None and pods + 1 > allowed:

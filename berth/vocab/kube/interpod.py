@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from berth.cluster.model import AffinityTerm
 from berth.cluster.view import ClusterView, NodeState
@@ -83,7 +82,7 @@ class Required:
     matches_own: bool  # the pod matches all its own affinity terms
 
 
-class InterPodAffinity(NodeFilter):
+class InterPodAffinity(NodeFilter[Required]):
     name = step_names.KUBE_INTER_POD_AFFINITY
     summary = (
         "hard: the pod's required pod (anti-)affinity holds, and no running pod's anti-affinity excludes it"
@@ -145,7 +144,7 @@ class InterPodAffinity(NodeFilter):
     def _unmet(self, message: str) -> Reason:
         return Reason(self.name, Kind.UNMET, message)
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: Required) -> str | None:
         if isinstance(prepared, Required) and (prepared.affinity or prepared.anti):
             return "the pod's required pod affinity and anti-affinity"
         return None

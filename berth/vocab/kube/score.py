@@ -32,7 +32,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -116,7 +116,7 @@ def _go_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-class KubeDefaultScore(Tier):
+class KubeDefaultScore(Tier[Prepared]):
     name = step_names.KUBE_SCORE
     summary = "tier: only the nodes with the highest score of kube-scheduler's default profile go on"
     shared_reason = True
@@ -286,7 +286,7 @@ class KubeDefaultScore(Tier):
         )
         return ArrayValues(cands, totals, at, view.slots())
 
-    def set_aside(self, value: int, best: int, prepared: Any) -> Reason:
+    def set_aside(self, value: int, best: int, prepared: Prepared) -> Reason:
         return Reason(
             self.name,
             Kind.SET_ASIDE,

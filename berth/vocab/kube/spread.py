@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from berth.cluster.model import Node, Pod, SpreadConstraint
 from berth.cluster.selectors import Selector
@@ -75,7 +74,7 @@ def hard_state(constraints: tuple[SpreadConstraint, ...], ctx: PodContext) -> Ha
     return Hard(constraints, counts, lowest, self_match)
 
 
-class PodTopologySpread(NodeFilter):
+class PodTopologySpread(NodeFilter[Hard]):
     name = step_names.KUBE_TOPOLOGY_SPREAD
     summary = "hard: placing the pod keeps every DoNotSchedule topology spread constraint within its maxSkew"
 
@@ -106,7 +105,7 @@ class PodTopologySpread(NodeFilter):
                 )
         return None
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: Hard) -> str | None:
         if isinstance(prepared, Hard):
             keys = ", ".join(f"{c.topology_key} maxSkew {c.max_skew}" for c in prepared.constraints)
             return f"the topology spread constraints ({keys})"

@@ -94,7 +94,7 @@ def _missing_reason(policy: CompiledPolicy) -> str:
     )
 
 
-class PlacementPolicyStep(NodeFilter):
+class PlacementPolicyStep(NodeFilter[Governing]):
     """Removes nodes that a PlacementPolicy governing the pod does not accept."""
 
     name = POLICY_STEP
@@ -187,7 +187,7 @@ class PlacementPolicyStep(NodeFilter):
             failure.values,
         )
 
-    def constraint(self, prepared: Any) -> str | None:
+    def constraint(self, prepared: Governing) -> str | None:
         if not isinstance(prepared, Governing) or not prepared.refused:
             return None
         names = []
@@ -198,10 +198,10 @@ class PlacementPolicyStep(NodeFilter):
                 names.append(f"the PlacementPolicy {policy.ref} ({policy.type})")
         return "; ".join(names)
 
-    def has_event(self, prepared: Any) -> bool:
+    def has_event(self, prepared: Governing) -> bool:
         return isinstance(prepared, Governing)
 
-    def event(self, trace: StepTrace, prepared: Any, ctx: PodContext) -> Event | None:
+    def event(self, trace: StepTrace, prepared: Governing, ctx: PodContext) -> Event | None:
         if not isinstance(prepared, Governing):
             return None
         names = ", ".join(f"{p.ref} ({p.type})" for p in prepared.policies)
