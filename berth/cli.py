@@ -707,6 +707,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
         self_signed=args.webhook_self_signed,
         manage_webhooks=args.manage_webhooks,
         liveness=args.liveness,
+        config=_allocator_config(args.config),
     )
     run(options, kubeconfig=args.kubeconfig, context=args.context)
     return 0
@@ -1092,6 +1093,12 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="peering priority (default: drawn at random, so one replica is active)",
+    )
+    op.add_argument(
+        "--config",
+        metavar="FILE",
+        help=CONFIG_HELP + ": the one berth serve schedules with, so that the webhook refuses a pod naming "
+        "a package it does not define, or whose limits break the package's RAM bounds",
     )
     op.add_argument("--webhook-addr", default="0.0.0.0", help="address the webhook listens on")
     op.add_argument("--webhook-port", type=int, default=9443)

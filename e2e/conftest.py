@@ -287,6 +287,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 "--webhook-cert": str(certs.cert),
                 "--webhook-key": str(certs.key),
                 "--liveness": liveness,
+                "--config": str(allocator),  # the ConfigMap the chart mounts into both
             },
         )
         operator_log = logs / "berth-operator.log"

@@ -160,6 +160,41 @@ def test_two_operator_replicas_with_peering_and_a_budget_that_keeps_one(helm):
     assert _one(objects, "PodDisruptionBudget", "-operator")["spec"]["maxUnavailable"] == 1
 
 
+def test_the_operator_checks_pods_against_the_allocator_configuration_berth_serve_schedules_with(helm):
+    """The webhook refuses a pod naming a package the configuration does not define, as scheduling
+    would (a 400): the operator reads the same ConfigMap as berth serve, and restarts when it changes."""
+    from berth.operator.handlers import check_pod_object
+    from berth.vocab.alloc.config import parse_config
+
+    objects = helm("--set-json", 'allocator.config={"packages":{"small":{"max_physical_memory":512}}}')
+    operator = _container(objects, "-operator", "operator")
+    assert "--config=/etc/berth/allocator.yaml" in operator["args"]
+    mounted = {m["mountPath"]: m["name"] for m in operator["volumeMounts"]}
+    volumes = {v["name"]: v for v in _pod_spec(objects, "-operator")["volumes"]}
+    served = {v["name"]: v for v in _pod_spec(objects, "-scheduler")["volumes"]}
+    extender = {
+        m["mountPath"]: m["name"] for m in _container(objects, "-scheduler", "extender")["volumeMounts"]
+    }
+    assert volumes[mounted["/etc/berth"]] == served[extender["/etc/berth"]]
+    configmap = _one(objects, "ConfigMap", volumes[mounted["/etc/berth"]]["configMap"]["name"])
+    config = parse_config(yaml.safe_load(configmap["data"]["allocator.yaml"]))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "x", "annotations": {"berth.dev/package": "large"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    problems, _ = check_pod_object(pod, config)
+    assert problems and 'unknown package "large"' in problems[0]
+
+    def checksum(rendered: list[dict]) -> str:
+        return _one(rendered, "Deployment", "-operator")["spec"]["template"]["metadata"]["annotations"][
+            "checksum/allocator-config"
+        ]
+
+    assert checksum(objects) != checksum(helm())
+
+
 def _berth_metric_names() -> set[str]:
     """Every series name berth's extender exports (a histogram's and a counter's included)."""
     from berth.extender.app import create_app

@@ -18,6 +18,7 @@ from berth.operator.handlers import (
     pods_by_namespace,
     ready_condition,
     stale_counts,
+    use_allocator_config,
     validate_pod,
     validate_policy,
 )
@@ -245,3 +246,43 @@ def test_self_signed_certificates_serve_tls_for_the_named_hosts(tmp_path):
     client = ssl.create_default_context(cafile=str(files.ca))  # the CA is a CA
     assert client.cert_store_stats()["x509_ca"] == 1
     assert oct(files.key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_webhook_knows_the_packages_berth_serve_schedules_with():
+    """An unknown package, or limits that break a package's RAM bounds, are refused at admission with
+    the text scheduling gives as a 400, given the same allocator configuration (`berth operator
+    --config`); without one, berth's defaults define no package, for the webhook as for berth serve."""
+    from berth.errors import InvalidAnnotation
+    from berth.pipeline import build_pipeline
+    from berth.vocab.alloc.config import parse_config
+    from tests.builders import to_pod
+
+    config = parse_config({"packages": {"small": {"max_physical_memory": 512}}})
+
+    def pod(package: str) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "x", "annotations": {"berth.dev/package": package}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+
+    assert check_pod_object(pod("small"), config) == ([], [])
+    problems, _ = check_pod_object(pod("large"), config)
+    assert problems == [
+        'annotation berth.dev/package: unknown package "large" (the allocator configuration defines: small)'
+    ]
+    with pytest.raises(InvalidAnnotation) as refused:
+        build_pipeline(config, offline=False).compile_pod(to_pod(pod("large")))
+    assert problems[0] in str(refused.value)
+
+    # The webhook handler checks with what `berth operator --config` loaded; without it, the defaults.
+    with pytest.raises(kopf.AdmissionError, match="unknown package"):
+        validate_pod(body=pod("small"), warnings=[])
+    use_allocator_config(config)
+    try:
+        validate_pod(body=pod("small"), warnings=[])
+        with pytest.raises(kopf.AdmissionError, match='unknown package "large"'):
+            validate_pod(body=pod("large"), warnings=[])
+    finally:
+        use_allocator_config(None)

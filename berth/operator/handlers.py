@@ -29,6 +29,7 @@ from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
 from berth.operator import refresh
 from berth.validate_warnings import outside_template_warnings
+from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy
 
@@ -182,10 +183,24 @@ def validate_policy(body: kopf.Body, **_: Any) -> None:
         raise kopf.AdmissionError("; ".join(compiled.errors), code=400)
 
 
-def check_pod_object(obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+# The allocator configuration berth serve schedules with (`berth operator --config`; the chart mounts
+# the same ConfigMap): the packages a pod may name. Without one, berth's defaults, as berth serve without
+# --config: they define no package, so a pod naming one is refused here as it would be at scheduling.
+_config: AllocatorConfig = DEFAULT_CONFIG
+
+
+def use_allocator_config(config: AllocatorConfig | None) -> None:
+    global _config
+    _config = config or DEFAULT_CONFIG
+
+
+def check_pod_object(
+    obj: Mapping[str, Any], config: AllocatorConfig | None = None
+) -> tuple[list[str], list[str]]:
     """(problems, warnings) of a pod or workload's berth annotations, checked as scheduling checks
-    them (berth.vocab.pod.check_annotations, with the pod's limits: an image's RAM bounds are refused
-    here, not first as a 400 at scheduling)."""
+    them (berth.vocab.pod.check_annotations, with the allocator configuration's packages and the
+    pod's limits: an unknown package or an image's RAM bounds are refused here, not first as a 400
+    at scheduling)."""
     template = pod_template(dict(obj))
     if template is None:
         return [], []
@@ -200,13 +215,13 @@ def check_pod_object(obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         _requests, limits = pod_requests(template.get("spec") or {}, "pod template")
     except SnapshotError:  # a malformed quantity is the API server's to refuse, not berth's
         limits = None
-    found, spec = check_annotations(berth_only, limits=limits)
+    found, spec = check_annotations(berth_only, config=config, limits=limits)
     misplaced = [message for _field, _rule, message in outside_template_warnings(dict(obj))]
     return found, [e.message for e in spec.warnings] + misplaced
 
 
 def _admit(body: kopf.Body, warnings: list[str]) -> None:
-    problems, found = check_pod_object(body)
+    problems, found = check_pod_object(body, _config)
     if problems:
         raise kopf.AdmissionError("; ".join(problems), code=400)
     warnings.extend(found)

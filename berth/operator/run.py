@@ -18,6 +18,7 @@ from berth.errors import BerthError
 from berth.operator import handlers, refresh  # handlers: registers them with kopf
 from berth.operator.certs import self_signed
 from berth.operator.tlsreload import ReloadingWebhookServer
+from berth.vocab.alloc.config import AllocatorConfig
 
 WEBHOOK_NAME = "berth.dev"
 LOGIN_RETRY_SECONDS = 10
@@ -41,6 +42,8 @@ class OperatorOptions:
     self_signed: bool = False
     manage_webhooks: bool = False  # write the ValidatingWebhookConfiguration (local runs)
     liveness: str | None = None  # e.g. http://0.0.0.0:8080/healthz
+    # The allocator configuration berth serve schedules with: the webhook checks the packages pods name.
+    config: AllocatorConfig | None = None
 
 
 def configure(settings: kopf.OperatorSettings, options: OperatorOptions) -> None:
@@ -115,6 +118,7 @@ def connection_info(creds: Credentials) -> kopf.ConnectionInfo:
 def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str | None = None) -> None:
     # Before kopf starts: a bad kubeconfig, context or credential plugin is one line, at once.
     first = [load_credentials(kubeconfig, context)]
+    handlers.use_allocator_config(options.config)
 
     @kopf.on.startup()
     def _startup(settings: kopf.OperatorSettings, **_: object) -> None:
