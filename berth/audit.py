@@ -300,7 +300,7 @@ def _excess(
             broken = [_with_collisions(view, pipeline, pod, v) for v in broken]
             if broken:
                 out[pod.key] = broken
-                view.take_off(pod.key)
+                view.remove_pod(pod.key)
                 taken.append(pod)
     finally:
         for pod in taken:
@@ -332,7 +332,7 @@ def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation:
     colliding: list[str] = []
     off = list(others)
     for other in off:
-        view.take_off(other.key)
+        view.remove_pod(other.key)
     try:
         if not holds():
             return violation
@@ -340,7 +340,7 @@ def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation:
             view.put_back(other)
             off.remove(other)
             if not holds():
-                view.take_off(other.key)
+                view.remove_pod(other.key)
                 off.append(other)
                 colliding.append(other.key)
     finally:

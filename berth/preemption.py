@@ -49,13 +49,13 @@ def overlay(view: ClusterView, *, remove: Sequence[Pod] = (), place: Sequence[Po
     held = [view.pod(p.key) for p in place]
     try:
         for pod in remove:
-            view.take_off(pod.key)
+            view.remove_pod(pod.key)
         for pod in place:
             view.put_back(pod)
         yield
     finally:
         for pod in place:
-            view.take_off(pod.key)
+            view.remove_pod(pod.key)
         for pod in held:
             if pod is not None:
                 view.put_back(pod)
@@ -137,12 +137,12 @@ def _reprieve(pod: Pod, node: str, lower: list[Pod], view: ClusterView, fits) ->
     off = list(ordered)
     with contextlib.ExitStack() as stack:
         for p in off:
-            view.take_off(p.key)
+            view.remove_pod(p.key)
         stack.callback(lambda: [view.put_back(p) for p in off if view.pod(p.key) is None])
         for p in [q for q in ordered if q.key in violating] + [q for q in ordered if q.key not in violating]:
             view.put_back(p)
             if not fits(node):
-                view.take_off(p.key)
+                view.remove_pod(p.key)
                 victims.append(p)
     return victims
 

@@ -21,7 +21,7 @@ remove_policy), and answers which of them govern a pod (policies_for).
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -329,9 +329,9 @@ class ClusterView:
         self._nominated: dict[str, dict[str, Pod]] = {}
         # Where `berth rebalance` planned the replacements of the pods it evicts to go.
         self.planned = PlannedTargets()
-        # What the engine keeps of the candidate sets its decisions made from this view (their slots,
-        # parents and the steps' memos: berth.engine.slots); it goes with the view.
-        self.candidate_sets: Any = None
+        # What the engine keeps of the candidate sets its decisions made from this view, by id (their
+        # slots, parents and the steps' memos: berth.engine.slots); it goes with the view.
+        self.candidate_sets: OrderedDict[int, Any] = OrderedDict()
         self.workload_generation = 0
         self._default_selectors: dict[tuple, Selector | None] = {}
         self._sorted_names: list[str] | None = None
@@ -603,21 +603,17 @@ class ClusterView:
         self._add_pod(pod, news=True)
 
     def put_back(self, pod: Pod) -> None:
-        """A pod held again after take_off, or placed for a question (a what-if, preemption's nominated
-        pods). Unlike add_pod this is not news of the cluster: a planned rebalance target is neither
-        noted nor used up by it."""
+        """A pod held again after remove_pod took it off for a question, or placed for one (a what-if,
+        preemption's nominated pods). Unlike add_pod this is not news of the cluster: a planned
+        rebalance target is neither noted nor used up by it."""
         self._add_pod(pod, news=False)
 
-    def take_off(self, key: str) -> Pod | None:
-        """A pod off the view for a question, to be put back with put_back; the pod, if it was held."""
-        return self.remove_pod(key)
-
     @contextmanager
-    def lifted(self, pod: Pod | None) -> Iterator[None]:
+    def lifted(self, pod: Pod) -> Iterator[None]:
         """The view without `pod` for the block (a pod asked about again is never its own neighbour:
         kube's framework hands its plugins the node without the pod being scheduled), then with it
-        again. None lifts nothing."""
-        if pod is None or self.take_off(pod.key) is None:
+        again, as put_back holds it."""
+        if self.remove_pod(pod.key) is None:
             yield
             return
         try:

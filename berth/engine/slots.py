@@ -13,7 +13,6 @@ were made from (ClusterView.candidate_sets), so that it goes with the view and n
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
@@ -46,21 +45,9 @@ class _Known:
         self.last: tuple[Mapping[str, Any], dict[str, Any]] | None = None
 
 
-# The dicts a view's decisions made, by id, the most recently used last: the first is dropped first. An
-# OrderedDict moves and drops in O(1); a dict used so piles up deleted entries at its front, which every
-# look for the first one walks.
-Known = OrderedDict[int, _Known]
-
-
-def _sets(view: ClusterView) -> Known:
-    sets = view.candidate_sets
-    if sets is None:
-        sets = view.candidate_sets = OrderedDict()
-    return sets
-
-
 def _info(view: ClusterView, cands: Mapping[str, Any]) -> _Known | None:
-    sets = _sets(view)
+    # The most recently used last: the first is dropped first (an OrderedDict moves and drops in O(1)).
+    sets = view.candidate_sets
     info = sets.get(id(cands))
     if info is None:
         return None
@@ -78,7 +65,7 @@ def known(
 ) -> Mapping[str, Any]:
     """`cands`, remembered as made from `parent` minus the names `removed` (a root when no parent),
     with its slots when the maker has them."""
-    sets = _sets(view)
+    sets = view.candidate_sets
     while len(sets) >= KNOWN_AT_MOST:
         sets.popitem(last=False)
     info = sets[id(cands)] = _Known(cands, parent, removed)

@@ -149,17 +149,17 @@ class NodeUse:
 def node_use(state: NodeState, ctx: PodContext | None) -> NodeUse:
     """The node's use, worked out once per node and decision (the counters do not change meanwhile)."""
     if ctx is None:
-        return _node_use(state, None)
+        return _node_use(state)
     cache = ctx.prepared.get(USE_KEY)
     if cache is None:
         cache = ctx.prepared[USE_KEY] = {}
     use = cache.get(state.node.name)
     if use is None:
-        use = cache[state.node.name] = _node_use(state, ctx)
+        use = cache[state.node.name] = _node_use(state)
     return use
 
 
-def _node_use(state: NodeState, ctx: PodContext | None) -> NodeUse:
+def _node_use(state: NodeState) -> NodeUse:
     node = state.node
     total = {
         "ram": node.allocatable.get("memory", 0) / MIB,
@@ -183,7 +183,7 @@ def unreserved_column(ctx: PodContext, setup: Setup, resource: str) -> NodeColum
         return None
     ratios = setup.default_ratios()
     key = ("alloc/unreserved", resource, setup.ratios_key)
-    return ctx.view.column(key, lambda state: unreserved(_node_use(state, None), ratios, resource))
+    return ctx.view.column(key, lambda state: unreserved(_node_use(state), ratios, resource))
 
 
 def pod_count_column(ctx: PodContext) -> NodeColumn:

@@ -155,11 +155,12 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         if not counts or len(counts) == len(cands):
             return {}, cands
         by_count: dict[int, Reason] = {}
+        namespace = ctx.pod.namespace  # the reasons are made when read, kept in a memo: not the ctx
 
         def reason(name: str) -> Reason:
             count = counts[name]
             if count not in by_count:
-                by_count[count] = self._spread_reason(ctx.pod.namespace, count)
+                by_count[count] = self._spread_reason(namespace, count)
             return by_count[count]
 
         spread = Listed(list(counts), reason, shared=True, reorder=True)

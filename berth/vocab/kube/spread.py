@@ -16,6 +16,7 @@ ClusterView.default_selector). See berth.vocab.kube.score for the arithmetic.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from berth.cluster.model import Node, Pod, SpreadConstraint
@@ -39,9 +40,9 @@ def included(constraint: SpreadConstraint, pod: Pod, node: Node) -> bool:
     return not (constraint.node_taints_policy == "Honor" and untolerated(node, pod) is not None)
 
 
-def matching_nodes(selector: Selector, ctx: PodContext) -> Counter:
-    """Node -> placed pods of the pod's namespace the selector matches."""
-    return Counter(ctx.view.selected_nodes(ctx.pod.namespace, selector))
+def matching_nodes(selector: Selector, ctx: PodContext) -> Mapping[str, int]:
+    """Node -> placed pods of the pod's namespace the selector matches (the view's index, read-only)."""
+    return ctx.view.selected_nodes(ctx.pod.namespace, selector)
 
 
 @dataclass
