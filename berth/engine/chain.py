@@ -13,7 +13,7 @@ list used to cost more than the rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +31,8 @@ from berth.engine.ledger import (
     StepRun,
     TierColumn,
 )
-from berth.engine.slots import LEFT_OUT_AT_MOST, in_candidate_order, known, remaining, without
-from berth.engine.step import NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
+from berth.engine.slots import LEFT_OUT_AT_MOST, in_candidate_order, known, memo_for, remaining, without
+from berth.engine.step import Kept, NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
 from berth.engine.types import Phase, Reason
 
 
@@ -143,6 +143,32 @@ def _prepare(step: Step, ctx: PodContext) -> Any:
     return prepared[step.name]
 
 
+def _answer(step: Step, ask: Callable[..., Any], cands: Candidates, prepared: Any, ctx: PodContext) -> Any:
+    """The step's set-level answer over `cands` (`ask` is its removals, select_among, values or raws):
+    kept with the candidate set when the step declares what it depends on (Step.memo_key), and given
+    back to a later decision over the same candidates with the same question in the same state, or
+    mended by the step from the one kept when only the state moved."""
+    key = step.memo_key(prepared, ctx)
+    if key is None:  # not declared
+        return ask(cands, prepared, ctx)
+    memo = memo_for(ctx.view, cands)
+    if memo is None:  # a candidate set the engine did not make
+        return ask(cands, prepared, ctx)
+    question, state = key
+    slot = (step, question)  # the step itself: two chains' steps of one name may be configured apart
+    before = memo.get(slot)
+    if before is not None:
+        if before.state == state:
+            return before.answer
+        answer = step.mend(before, cands, prepared, ctx)
+        if answer is not None:
+            memo[slot] = Kept(state, answer)
+            return answer
+    answer = ask(cands, prepared, ctx)
+    memo[slot] = Kept(state, answer)
+    return answer
+
+
 def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> Candidates:
     prepared = _prepare(step, ctx)
     if isinstance(prepared, _Skip):
@@ -152,18 +178,26 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> C
     column: Column | None = None
     if isinstance(step, NodeFilter):
         removed = (
-            _plain_removals(step, cands, prepared, ctx) if _plain else step.removals(cands, prepared, ctx)
+            _plain_removals(step, cands, prepared, ctx)
+            if _plain
+            else _answer(step, step.removals, cands, prepared, ctx)
         )
     elif isinstance(step, SetFilter):
         removed = (
-            _plain_selected(step, cands, prepared, ctx) if _plain else step.select_among(cands, prepared, ctx)
+            _plain_selected(step, cands, prepared, ctx)
+            if _plain
+            else _answer(step, step.select_among, cands, prepared, ctx)
         )
         if step.phase is Phase.SOFT and len(removed) >= len(cands):
             removed = {}  # a soft filter never empties the set
     elif isinstance(step, Tier):
         return _run_tier(step, cands, prepared, ctx, out)
     elif isinstance(step, Scorer):
-        raws = _plain_raws(step, cands, prepared, ctx) if _plain else step.raws(cands, prepared, ctx)
+        raws = (
+            _plain_raws(step, cands, prepared, ctx)
+            if _plain
+            else _answer(step, step.raws, cands, prepared, ctx)
+        )
         column = ScoreColumn(step.name, cands, raws, step.weight)
         out.columns.append(column)
         removed = {}
@@ -180,7 +214,11 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> C
 def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
     """Only the nodes with the highest value go on. The step reports the nodes whose value is not 0;
     every other node is at 0."""
-    values = _plain_values(step, cands, prepared, ctx) if _plain else step.values(cands, prepared, ctx)
+    values = (
+        _plain_values(step, cands, prepared, ctx)
+        if _plain
+        else _answer(step, step.values, cands, prepared, ctx)
+    )
     if isinstance(values, ArrayValues):  # every candidate's value, in an array
         best = int(values.array.max()) if len(values) else 0
         at_best = int(np.count_nonzero(values.array == best))

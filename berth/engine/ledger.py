@@ -41,6 +41,7 @@ class Sparse(dict):
     knows it by identity)."""
 
     _blocking: int | None = None  # how many are infeasible, once counted (the map never changes)
+    notes: Any = None  # what the step that made it keeps to mend it later (Step.mend), its own
 
 
 class LazyReasons(Mapping[str, Reason]):
@@ -94,7 +95,7 @@ class Listed(LazyReasons):
     they all have the same step, kind and message; `reorder` when the order is an index's, to be
     shown in candidate order."""
 
-    __slots__ = ("_make", "_members", "_shared", "kept", "names", "reorder")
+    __slots__ = ("_make", "_members", "_shared", "kept", "names", "notes", "reorder")
 
     def __init__(
         self,
@@ -111,6 +112,7 @@ class Listed(LazyReasons):
         self._shared = make(names[0]) if shared and names else None
         # (the candidates, what is left of them once these are removed), when the step made that
         self.kept: tuple[Mapping[str, Any], Candidates] | None = None
+        self.notes: Any = None  # what the step that made it keeps to mend it later (Step.mend)
 
     def _set(self) -> set[str]:
         if self._members is None:

@@ -80,29 +80,14 @@ def is_known(view: ClusterView, cands: Mapping[str, Any]) -> bool:
 
 
 def memo_for(view: ClusterView, cands: Mapping[str, Any]) -> dict[Any, Any] | None:
-    """A place for what a step worked out about these candidates and may reuse for the same
-    candidates in a later decision (it checks that what it read has not changed); None when the
-    engine does not know the dict."""
+    """The engine's answers of memoised steps over these candidates (berth.engine.chain._answer),
+    kept for a later decision over the same candidates; None when the engine does not know the dict."""
     info = _info(view, cands)
     if info is None:
         return None
     if info.memo is None:
         info.memo = {}
     return info.memo
-
-
-def root_of(view: ClusterView, cands: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The dict `cands` was made from by removing nodes, step after step (`cands` itself when it was
-    not made so); None when the engine does not know `cands`."""
-    info = _info(view, cands)
-    if info is None:
-        return None
-    while info.parent is not None:
-        parent = _info(view, info.parent)
-        if parent is None:
-            return info.cands
-        info = parent
-    return info.cands
 
 
 def without(view: ClusterView, cands: Mapping[str, Any], removed: Mapping[str, Any]) -> Mapping[str, Any]:

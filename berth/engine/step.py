@@ -16,7 +16,7 @@ definition: an override must give the same answer.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -27,7 +27,7 @@ from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
 from berth.engine.draws import Seeded
 from berth.engine.ledger import ArrayValues, Excluded, Listed, Sparse
-from berth.engine.slots import memo_for, remaining, root_of, slots_of, without
+from berth.engine.slots import remaining, slots_of, without
 from berth.engine.types import Event, Phase, Reason, StepTrace
 
 # What a step may use of the engine: this module and berth.engine.types. The removal maps and the
@@ -37,7 +37,9 @@ __all__ = [
     "SKIP",
     "ArrayValues",
     "Excluded",
+    "Kept",
     "Listed",
+    "MemoKey",
     "NodeFilter",
     "PodContext",
     "Raws",
@@ -104,17 +106,7 @@ class PodContext:
         """Pods of the pod's namespace, app name and version on the node."""
         return state.apps.get(app_key(self.pod), 0)
 
-    # -- what the engine keeps of the candidate sets, for a step's fast path (docs/engine.md) --------
-    def memo(self, cands: Mapping[str, NodeState]) -> dict[Any, Any] | None:
-        """A place for what a step worked out about these very candidates, kept for a later decision
-        over the same dict (the step checks that what it read has not changed since); None when the
-        engine did not make the dict."""
-        return memo_for(self.view, cands)
-
-    def root(self, cands: Mapping[str, NodeState]) -> Mapping[str, NodeState] | None:
-        """The dict the candidates were made from by removing nodes, step after step."""
-        return root_of(self.view, cands)
-
+    # -- the candidate sets, for a step's fast path (docs/engine.md) ------------------------------
     def slots(self, cands: Mapping[str, NodeState]) -> NDArray[np.intp]:
         """Where each candidate sits in the view's arrays (ClusterView.slots), in candidate order."""
         return slots_of(cands, self.view)
@@ -130,6 +122,21 @@ class PodContext:
 
 # The state a step's prepare() returns for one pod and its per-node method reads (a step without any: None).
 P = TypeVar("P")
+
+# What a step declares its set-level answer depends on (Step.memo_key): (question, state). The question
+# is what of the pod matters (its namespace, the tags it asks for); the state, what of the view was
+# read (an index's version, a column and its version, a node memo's object), compared with `==` (objects
+# without their own `==` compare by identity).
+MemoKey = tuple[Hashable, tuple[Any, ...]]
+
+
+@dataclass(slots=True)
+class Kept:
+    """A step's set-level answer over one candidate set, as the engine keeps it with those candidates:
+    the state it was worked out in, and the answer (removals, values or raws)."""
+
+    state: tuple[Any, ...]
+    answer: Any
 
 
 class Step(Generic[P]):
@@ -156,6 +163,21 @@ class Step(Generic[P]):
         """Whether `event` may give one for a pod prepared so (False spares tracing the step)."""
         return True
 
+    def memo_key(self, prepared: P, ctx: PodContext) -> MemoKey | None:
+        """What this step's set-level answer depends on besides the candidates, declared (as kube's
+        SignPlugin declares what a pod's placement depends on): (question, state). The engine keeps
+        the answer with the candidate set and gives it back without asking the step to a later
+        decision over the same candidates with an equal question and state. None, the default: not
+        memoised. A key that leaves out something the answer reads is a wrong answer later; the
+        property test (tests/test_fast_paths.py) compares every memoised step with its per-node rule."""
+        return None
+
+    def mend(self, before: Kept, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Any:
+        """The answer over the same candidates for the same question as `before`, in a later state,
+        made from `before` (a few pods placed since change a few nodes); None, the default: worked
+        out afresh. Only when measured (docs/engine.md)."""
+        return None
+
     def __repr__(self) -> str:
         return self.name
 
@@ -175,21 +197,15 @@ class NodeFilter(Step[P]):
     def check(self, state: NodeState, prepared: P, ctx: PodContext) -> Reason | None:
         raise NotImplementedError
 
+    def memo_key(self, prepared: P, ctx: PodContext) -> MemoKey | None:
+        # A node-only filter: the same candidates and node records give the same removals.
+        return ((), (self._every_failing(prepared, ctx),)) if self.node_only else None
+
     def removals(self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Mapping[str, Reason]:
         """The candidates this filter removes, each with its Reason."""
         if self.node_only:
-            failing = ctx.view.node_memo((type(self), self.name), lambda: self._failing(prepared, ctx))
-            if not failing:
-                return {}
-            # The same candidates and node records give the same removals (kept with the candidates).
-            memo = ctx.memo(cands)
-            known = memo.get((type(self), self.name)) if memo is not None else None
-            if known is not None and known[0] is failing:
-                return known[1]
-            found = Sparse((n, r) for n, r in failing.items() if n in cands)
-            if memo is not None:
-                memo[(type(self), self.name)] = (failing, found)
-            return found
+            failing = self._every_failing(prepared, ctx)
+            return Sparse((n, r) for n, r in failing.items() if n in cands) if failing else {}
         check = self.check
         if self.suspect is not None:
             suspect = self.suspect
@@ -208,6 +224,10 @@ class NodeFilter(Step[P]):
             if reason is not None:
                 removed[name] = reason
         return removed
+
+    def _every_failing(self, prepared: P, ctx: PodContext) -> dict[str, Reason]:
+        """Every node of the view this node-only filter removes, kept until a node record changes."""
+        return ctx.view.node_memo((type(self), self.name), lambda: self._failing(prepared, ctx))
 
     def _failing(self, prepared: P, ctx: PodContext) -> dict[str, Reason]:
         """Every node of the view this node-only filter removes."""

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from berth.cluster.view import NodeState
-from berth.engine.step import Excluded, NodeFilter, PodContext, Skipped, Sparse, Tier, skip
+from berth.engine.step import Excluded, Kept, MemoKey, NodeFilter, PodContext, Skipped, Sparse, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.json_annotation import show
 from berth.vocab import step_names
@@ -100,52 +100,56 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
         found = tuple((t, n) for t in prepared if (n := ctx.neighbour_tag_count(state, t)))
         return self._found(found, self._message(prepared, ctx), {}) if found else None
 
+    def memo_key(self, prepared: tuple[str, ...], ctx: PodContext) -> MemoKey:
+        # The same candidates and holders give the same removals: kept with the candidates until a pod
+        # of the namespace carrying one of the tags comes or goes.
+        namespace = ctx.pod.namespace
+        return (namespace, prepared), tuple(ctx.view.tag_version(namespace, t) for t in prepared)
+
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
     ) -> Mapping[str, Reason]:
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
-        # The same candidates and holders give the same removals: kept with the candidates until a pod
-        # carrying one of the tags comes or goes.
-        memo = ctx.memo(cands)
-        namespace = ctx.pod.namespace
-        kept_as = (self.name, namespace, prepared)
-        versions = tuple(ctx.view.tag_version(namespace, t) for t in prepared)
-        hit = memo.get(kept_as) if memo is not None else None
-        if hit is not None and hit[0] == versions:
-            return hit[1]
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
-        if memo is not None and hit is not None and len(prepared) == 1:
-            # One tag, a few holders changed since (the pods placed meanwhile): the removals before,
-            # with those nodes' entries made again. A dict keeps the order its keys came in, so the
-            # removals keep the holders' order, as when made from scratch.
-            _, before, made, seen = hit
-            held = holders[0]
-            changed = {name for name, _ in held.items() ^ seen.items()}
-            if len(changed) <= CHANGED_IN_PLACE:
-                removed = Sparse(before)
-                for name in changed:
-                    count = held.get(name)
-                    if count is None or name not in cands:
-                        removed.pop(name, None)
-                    else:
-                        removed[name] = self._found(((prepared[0], count),), message, made)
-                removed._blocking = len(removed)  # every one is a "no", none set aside
-                memo[kept_as] = (versions, removed, made, dict(held))
-                return removed
         # node -> (tag, count) of each excluded tag it holds, in the order of the tags
         found: dict[str, list[tuple[str, int]]] = {}
         for tag, held in zip(prepared, holders, strict=True):
             for name, count in held.items():
                 if name in cands:
                     found.setdefault(name, []).append((tag, count))
-        made = {}
+        made: dict[tuple, Reason] = {}
         removed = Sparse()
         for name, pairs in found.items():
             removed[name] = self._found(tuple(pairs), message, made)
         removed._blocking = len(removed)  # every one is a "no", none set aside
-        if memo is not None:
-            memo[kept_as] = (versions, removed, made, dict(holders[0]) if len(prepared) == 1 else None)
+        # What mend() needs: the Reasons by counts, and the holders these removals were made from.
+        removed.notes = (made, dict(holders[0])) if len(prepared) == 1 else None
+        return removed
+
+    def mend(
+        self, before: Kept, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
+    ) -> Mapping[str, Reason] | None:
+        # One tag, a few holders changed since (the pods placed meanwhile): the removals before, with
+        # those nodes' entries made again. A dict keeps the order its keys came in, so the removals
+        # keep the holders' order, as when made from scratch.
+        if before.answer.notes is None:
+            return None
+        made, seen = before.answer.notes
+        held = ctx.tag_holders(prepared[0])
+        changed = {name for name, _ in held.items() ^ seen.items()}
+        if len(changed) > CHANGED_IN_PLACE:
+            return None
+        message = self._message(prepared, ctx)
+        removed = Sparse(before.answer)
+        for name in changed:
+            count = held.get(name)
+            if count is None or name not in cands:
+                removed.pop(name, None)
+            else:
+                removed[name] = self._found(((prepared[0], count),), message, made)
+        removed._blocking = len(removed)  # every one is a "no", none set aside
+        removed.notes = (made, dict(held))
         return removed
 
     def _found(self, pairs: tuple[tuple[str, int], ...], message: str, made: dict[tuple, Reason]) -> Reason:

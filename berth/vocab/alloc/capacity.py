@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from berth.cluster.view import NodeColumn, NodeState
-from berth.engine.step import Listed, NodeFilter, PodContext, SetFilter, Skipped, Sparse, skip
+from berth.engine.step import Kept, Listed, MemoKey, NodeFilter, PodContext, SetFilter, Skipped, Sparse, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
     MIB,
@@ -280,6 +280,11 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
         largest = sorted(free, key=lambda name: (-free[name], name))[:count]
         return {name: self._reason(count, len(states), free[name]) for name in largest}
 
+    def memo_key(self, prepared: None, ctx: PodContext) -> MemoKey | None:
+        # The same candidates and unreserved RAM, the same reserve.
+        column = unreserved_column(ctx, self.setup, "ram")
+        return None if column is None else ((), (column, column.version))
+
     def select_among(
         self, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext
     ) -> Mapping[str, Reason]:
@@ -287,64 +292,63 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
         column = unreserved_column(ctx, self.setup, "ram")
         if count < 1 or column is None:
             return super().select_among(cands, prepared, ctx)
-        # The same candidates, where only nodes outside the reserve changed and stayed below its
-        # smallest value (the node the last pod of a burst went to), keep the same reserve.
-        memo = ctx.memo(cands)
-        known = memo.get(self.name) if memo is not None else None
-        if memo is not None and known is not None and known[0] is column:
-            changed = column.changed_since(known[1])
-            _, _, floor, in_reserve, reserve = known
-            if changed is not None and all(
-                n not in cands or (n not in in_reserve and column.values[n] < floor) for n in changed
-            ):
-                memo[self.name] = (column, column.version, floor, in_reserve, reserve)
-                return reserve
-        # The candidates are the nodes asked about minus those earlier steps removed: the reserve is
-        # the first `count` of them along the order of the nodes asked about, by unreserved RAM
-        # (highest first) and name.
-        root = ctx.root(cands)
-        order = self._order(cands if root is None else root, column, ctx)
+        # The reserve is the first `count` candidates along the order of every node by unreserved
+        # RAM (highest first) and name.
         values = column.values
-        largest = list(islice(filter(cands.__contains__, order), count))
+        largest = list(islice(filter(cands.__contains__, self._order(column, ctx)), count))
         kept_free = {name: values[name] for name in largest}  # as they were at this decision
         total = len(cands)
         reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
-        if memo is not None:
-            memo[self.name] = (column, column.version, kept_free[largest[-1]], kept_free, reserve)
+        reserve.notes = (kept_free[largest[-1]], kept_free)  # for mend(): the floor, the reserve's values
         return reserve
 
-    def _order(self, root: Mapping[str, NodeState], column: NodeColumn, ctx: PodContext) -> Iterator[str]:
-        """The nodes of `root` by unreserved RAM, highest first, then by name. Kept with `root` as a
-        sorted list of (-value, name); the few nodes worked out again since (the last placements)
-        are moved to their new places."""
-        memo = ctx.memo(root)
-        kept = memo.get(ORDER) if memo is not None else None
-        if memo is not None and kept is not None and kept[0] is column and kept[1] != column.version:
-            changed = column.changed_since(kept[1])
-            entries, by_name = kept[2], kept[3]
+    def mend(self, before: Kept, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext) -> Any:
+        # The same candidates, where only nodes outside the reserve changed and stayed below its
+        # smallest value (the node the last pod of a burst went to), keep the same reserve.
+        reserve = before.answer
+        notes = getattr(reserve, "notes", None)
+        column, version = before.state
+        if notes is None or column is not unreserved_column(ctx, self.setup, "ram"):
+            return None
+        floor, in_reserve = notes
+        changed = column.changed_since(version)
+        values = column.values
+        if changed is not None and all(
+            n not in cands or (n not in in_reserve and values[n] < floor) for n in changed
+        ):
+            return reserve
+        return None
+
+    def _order(self, column: NodeColumn, ctx: PodContext) -> Iterator[str]:
+        """Every node of the view by unreserved RAM, highest first, then by name. Kept until a node
+        record changes, as a sorted list of (-value, name); the few nodes worked out again since (the
+        last placements) are moved to their new places."""
+        held: dict[NodeColumn, tuple[int, list[tuple[float, str]], dict[str, tuple[float, str]]]]
+        held = ctx.view.node_memo(ORDER, dict)
+        kept = held.get(column)
+        if kept is not None and kept[0] != column.version:
+            changed = column.changed_since(kept[0])
+            entries, by_name = kept[1], kept[2]
             values = column.values
             if changed is not None and len(changed) <= MENDED_AT_MOST and all(n in values for n in changed):
                 for name in set(changed):
                     old = by_name.get(name)
                     if old is None:
-                        continue  # not one of these candidates
+                        continue  # pragma: no cover - every node of the view is in the order
                     del entries[bisect_left(entries, old)]
                     by_name[name] = new = (-values[name], name)
                     insort(entries, new)
-                kept = memo[ORDER] = (column, column.version, entries, by_name)
+                kept = held[column] = (column.version, entries, by_name)
             else:
                 kept = None
-        if kept is None or kept[0] is not column or kept[1] != column.version:
+        if kept is None:
             layout = ctx.view.slots()
-            at = ctx.slots(root)
-            negated = -column.array(layout)[at]
-            by = np.lexsort((layout.rank[at], negated))  # rank is name order
-            names = map(layout.names.__getitem__, at[by].tolist())
-            entries = list(zip(negated[by].tolist(), names, strict=True))
-            kept = (column, column.version, entries, {entry[1]: entry for entry in entries})
-            if memo is not None:
-                memo[ORDER] = kept
-        return map(itemgetter(1), kept[2])
+            negated = -column.array(layout)
+            by = np.lexsort((layout.rank, negated))  # rank is name order
+            names = map(layout.names.__getitem__, by.tolist())
+            entries = list(zip(negated.take(by).tolist(), names, strict=True))
+            kept = held[column] = (column.version, entries, {entry[1]: entry for entry in entries})
+        return map(itemgetter(1), kept[1])
 
     def _reason(self, count: int, total: int, free: float) -> Reason:
         return Reason(

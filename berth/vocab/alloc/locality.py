@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from berth.cluster.view import NodeState
-from berth.engine.step import Listed, NodeFilter, PodContext, SetFilter, Skipped, skip
+from berth.engine.step import Kept, Listed, MemoKey, NodeFilter, PodContext, SetFilter, Skipped, Sparse, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep
 from berth.vocab.alloc.hints import Hint, Hints, resolve
@@ -114,6 +114,13 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
                         )
         return removed
 
+    def memo_key(self, prepared: tuple[Hint, ...], ctx: PodContext) -> MemoKey | None:
+        # The spread by owner: the same candidates and owner nodes of the namespace, the same spread.
+        if prepared:
+            return None
+        namespace = ctx.pod.namespace
+        return namespace, (ctx.view.owner_version(namespace),)
+
     def select_among(
         self, cands: Mapping[str, NodeState], prepared: tuple[Hint, ...], ctx: PodContext
     ) -> Mapping[str, Reason]:
@@ -121,26 +128,11 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
             return super().select_among(cands, prepared, ctx)
         # Spreading concerns only the nodes that already host pods of the namespace; their reasons,
         # one per pod count, are made when read.
-        namespace = ctx.pod.namespace
-        view = ctx.view
-        owners = view.owner_nodes(namespace)
-        memo = ctx.memo(cands)
-        version = view.owner_version(namespace)
-        kept_as = (self.name, namespace)
-        hit = memo.get(kept_as) if memo is not None else None
-        if memo is not None and hit is not None:
-            changes = view.owners_changed_since(namespace, hit[0])
-            mended = self._mend(hit, cands, ctx, changes, version)
-            if mended is not None:
-                memo[kept_as] = mended
-                return mended[2]
+        owners = ctx.view.owner_nodes(ctx.pod.namespace)
         if len(owners) >= len(cands) and owners.keys() >= cands.keys():
             return {}  # every candidate hosts pods of the namespace: none is set aside (checked in C)
         counts = {n: c for n, c in owners.items() if n in cands}
-        spread, kept = self._spread_over(cands, ctx, counts)
-        if memo is not None:
-            memo[kept_as] = (version, counts, spread, kept)
-        return spread
+        return self._spread_over(cands, ctx, counts)
 
     def _spread_over(
         self,
@@ -148,12 +140,15 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         ctx: PodContext,
         counts: dict[str, int],
         kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
-    ) -> tuple[Mapping[str, Reason], Mapping[str, NodeState]]:
+    ) -> Sparse | Listed:
         """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
-        that is none or all of them; and the candidates left. `kept_before` is what was left before
-        and the nodes of `counts` not set aside then, when that is all that changed."""
+        that is none or all of them. `kept_before` is what was left before and the nodes of `counts`
+        not set aside then, when that is all that changed. Notes for mend(): the counts, and the
+        candidates left."""
         if not counts or len(counts) == len(cands):
-            return {}, cands
+            nothing = Sparse()
+            nothing.notes = (counts, cands)
+            return nothing
         by_count: dict[int, Reason] = {}
         namespace = ctx.pod.namespace  # the reasons are made when read, kept in a memo: not the ctx
 
@@ -170,25 +165,25 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         else:
             kept = ctx.without(cands, spread)
         spread.kept = (cands, kept)  # the runner takes it as it is
-        return spread, kept
+        spread.notes = (counts, kept)
+        return spread
 
-    def _mend(
-        self,
-        hit: tuple,
-        cands: Mapping[str, NodeState],
-        ctx: PodContext,
-        changes: list[tuple[str, int]] | None,
-        version: int,
-    ) -> tuple | None:
+    def mend(
+        self, before: Kept, cands: Mapping[str, NodeState], prepared: tuple[Hint, ...], ctx: PodContext
+    ) -> Mapping[str, Reason] | None:
         """The spread of the same candidates as a decision before, from it and the owner changes since
         (the pods placed meanwhile): the counts replayed as the view's index made them, so they keep
         its order. What is left is what was left before less the new owners, unless a node stopped
         hosting pods of the namespace: it goes back among the others, so that is worked out again."""
-        _, counts, _, kept = hit
+        notes = getattr(before.answer, "notes", None)
+        if notes is None:
+            return None
+        counts, kept = notes
+        changes = ctx.view.owners_changed_since(ctx.pod.namespace, before.state[0])
         if changes is None or len(changes) > MENDED_AT_MOST:
             return None
         if not changes:
-            return hit
+            return before.answer
         counts = dict(counts)
         added: list[str] = []
         freed = False
@@ -203,8 +198,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
                 freed = True
         if freed or len(counts) == len(cands):
             return None
-        spread, kept = self._spread_over(cands, ctx, counts, (kept, added))
-        return (version, counts, spread, kept)
+        return self._spread_over(cands, ctx, counts, (kept, added))
 
     def _spread(self, states: Sequence[NodeState], ctx: PodContext) -> dict[str, Reason]:
         namespace = ctx.pod.namespace

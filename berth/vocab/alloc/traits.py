@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from berth import annotations as ann
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.step import NodeFilter, PodContext, Sparse
+from berth.engine.step import MemoKey, NodeFilter, PodContext, Sparse
 from berth.engine.types import Kind, Reason
 from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
@@ -43,18 +43,16 @@ class HardFilterTraits(AllocStep, NodeFilter[_Wanted]):
         verdict = prepared.verdicts[raw] = self._verdict(raw, prepared.traits)
         return verdict
 
+    def memo_key(self, prepared: _Wanted, ctx: PodContext) -> MemoKey:
+        # The same candidates, node annotations and wanted traits remove the same nodes.
+        return frozenset(prepared.traits.items()), (self._groups(ctx),)
+
     def removals(
         self, cands: Mapping[str, NodeState], prepared: _Wanted, ctx: PodContext
     ) -> Mapping[str, Reason]:
         # One verdict per distinct annotation: the few nodes with traits by their annotation, and
         # every node without any at once.
-        groups = ctx.view.node_memo(ann.NODE_TRAITS, lambda: _by_traits(ctx.view))
-        # The same candidates, node annotations and wanted traits remove the same nodes: kept with
-        # the candidates for the next pod that asks for the same traits.
-        memo = ctx.memo(cands)
-        key = (self.name, frozenset(prepared.traits.items()))
-        if memo is not None and (hit := memo.get(key)) is not None and hit[0] is groups:
-            return hit[1]
+        groups = self._groups(ctx)
         removed = Sparse()
         for raw, names in groups.items():
             verdict = self._cached(raw, prepared)
@@ -66,9 +64,12 @@ class HardFilterTraits(AllocStep, NodeFilter[_Wanted]):
                 (ann.NODE_TRAITS, "nodes"), lambda: set().union(*groups.values())
             )
             removed.update((n, plain) for n in cands if n not in with_traits)
-        if memo is not None:
-            memo[key] = (groups, removed)
         return removed
+
+    @staticmethod
+    def _groups(ctx: PodContext) -> dict[str, list[str]]:
+        """The nodes with traits by their annotation, kept until a node record changes."""
+        return ctx.view.node_memo(ann.NODE_TRAITS, lambda: _by_traits(ctx.view))
 
     def _cached(self, raw: str, prepared: _Wanted) -> Reason | None:
         if raw not in prepared.verdicts:
