@@ -12,7 +12,7 @@ from typing import Any
 from berth.cluster.convert import node_from_k8s
 from berth.cluster.view import NodeState
 from berth.engine import Pipe, Pipeline, decide
-from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Sparse
+from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals
 from berth.engine.types import Kind, Reason
 from berth.vocab.pod import PodCompiler
 from tests.builders import node, pod, to_pod, view
@@ -47,13 +47,13 @@ class Counting(NodeFilter[str]):
         self, cands: Mapping[str, NodeState], prepared: str, ctx: PodContext
     ) -> Mapping[str, Reason]:
         self.asked += 1
-        return Sparse(super().removals(cands, prepared, ctx))
+        return Removals(super().removals(cands, prepared, ctx))
 
     def mend(self, before: Kept, cands: Mapping[str, NodeState], prepared: str, ctx: PodContext) -> Any:
         if not self.mends:
             return None
         self.mended += 1
-        return Sparse(super().removals(cands, prepared, ctx))
+        return Removals(super().removals(cands, prepared, ctx))
 
 
 def _cluster() -> Any:

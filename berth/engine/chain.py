@@ -25,7 +25,7 @@ from berth.engine.ledger import (
     ArrayValues,
     Candidates,
     Column,
-    Excluded,
+    Removals,
     ScoreColumn,
     SetAside,
     StepRun,
@@ -264,7 +264,7 @@ def _tier_outcome(
     removed: Mapping[str, Reason] = {}
     if len(kept) < len(cands):
         shared = reason(_first_left_out(cands, kept, values, best)) if step.shared_reason else None
-        removed = Excluded(cands, kept, reason, shared)
+        removed = Removals.all_but(cands, kept, reason, shared)
     if removed:
         out.removals.append(removed)
     out.columns.append(column)

@@ -6,9 +6,9 @@ themselves, and the extender never reads most of them. So the runner keeps:
 
 - the candidates at each step as the dict it already holds (name -> NodeState, in the order the nodes
   were asked about; a step that removes nothing passes its input on as it is);
-- removals as mappings of node name -> Reason, either a plain dict (a few nodes) or an `Excluded`
-  map that makes a node's Reason when it is read (a tier or require_with_tag setting most nodes
-  aside for the same rule);
+- removals as mappings of node name -> Reason, either a plain dict (a few nodes) or a `Removals`
+  that makes a node's Reason when it is read (a tier or require_with_tag setting most nodes aside
+  for the same rule);
 - score columns: one step's raw values in candidate order, normalised and weighted as a list.
 
 `Ledger.results()` and `Ledger.traces()` turn this into the NodeResult and StepTrace values a Decision
@@ -18,9 +18,19 @@ has always had; nothing about them depends on whether they were read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass, replace
-from itertools import filterfalse, repeat
+from itertools import chain, filterfalse, repeat
 from operator import add, mul, sub, truediv
 from typing import Any
 
@@ -34,116 +44,160 @@ from berth.engine.types import Kind, NodeResult, Reason, ScorePart, StepTrace
 Candidates = Mapping[str, Any]
 
 
-class Sparse(dict):
-    """Removals a step found through the view's indexes, in the index's order rather than the
-    candidates': a trace lists them in candidate order, as a node-by-node step would have. Never
-    changed once a step has returned it (a step may return it again from its memo, and the runner
-    knows it by identity)."""
+class Removals(Mapping[str, Reason]):
+    """The nodes one step removes, each with its Reason, as kube-scheduler's NodeToStatus holds them:
+    reasons given node by node, and the other nodes removed, each with the reason `make(name)` gives
+    it when read. The others are named (a list of names) or are every node of `among` not in `kept`
+    (a tier or require_with_tag setting most nodes aside for one rule). Reasons made when read cost
+    nothing for the thousands of nodes the extender never shows one by one.
 
-    _blocking: int | None = None  # how many are infeasible, once counted (the map never changes)
-    notes: Any = None  # what the step that made it keeps to mend it later (Step.mend), its own
+    A step returns a plain dict or one of these; the runner knows it by identity, so it is never
+    changed once returned (a step's memoised answer is the same object again)."""
 
-
-class LazyReasons(Mapping[str, Reason]):
-    """A removal map whose Reasons are made when read; like Sparse, never changed once returned."""
-
-    def shared(self) -> Reason | None:
-        """A reason whose step, kind and short text are those of every reason here, or None."""
-        return None
-
-
-class Excluded(LazyReasons):
-    """The nodes of `among` that are not in `kept`, each with the Reason `make(name)` gives it."""
-
-    __slots__ = ("_kept", "_make", "_shared", "among")
-
-    def __init__(
-        self, among: Candidates, kept: Mapping[str, Any], make: Callable[[str], Reason], shared: Reason | None
-    ) -> None:
-        self.among = among
-        self._kept = kept
-        self._make = make
-        self._shared = shared
-
-    def __getitem__(self, name: str) -> Reason:
-        if name not in self.among or name in self._kept:
-            raise KeyError(name)
-        return self._make(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.among and name not in self._kept
-
-    def __iter__(self) -> Iterator[str]:
-        return filterfalse(self._kept.__contains__, self.among)
-
-    def __len__(self) -> int:
-        return len(self.among) - len(self._kept)
-
-    def shared(self) -> Reason | None:
-        return self._shared
-
-    def kept_of(self, cands: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The candidates left once these are removed from `cands`, when the step that found them
-        already made that dict (name -> NodeState, in candidate order)."""
-        if self.among is cands and type(self._kept) is dict and len(self._kept) == len(cands) - len(self):
-            return self._kept
-        return None
-
-
-class Listed(LazyReasons):
-    """The nodes `names`, in that order, each with the Reason `make(name)` gives it; `shared` when
-    they all have the same step, kind and message; `reorder` when the order is an index's, to be
-    shown in candidate order."""
-
-    __slots__ = ("_make", "_members", "_shared", "kept", "names", "notes", "reorder")
+    __slots__ = (
+        "_among",
+        "_blocking",
+        "_given",
+        "_kept",
+        "_make",
+        "_members",
+        "_named",
+        "_shared",
+        "kept",
+        "notes",
+        "reorder",
+    )
 
     def __init__(
         self,
+        given: Mapping[str, Reason] | Iterable[tuple[str, Reason]] = (),
+        *,
+        reorder: bool = True,
+    ) -> None:
+        """Reasons given node by node. `reorder`: they are in an index's order, not the candidates' (a
+        step that found them through the view's indexes); a trace lists them in candidate order, as a
+        node-by-node step would have."""
+        # A dict is taken as it is (the step hands it over: it is never changed after).
+        self._given: dict[str, Reason] = given if type(given) is dict else dict(given)
+        self.reorder = reorder
+        self._named: Sequence[str] | None = None
+        self._among: Candidates | None = None
+        self._kept: Mapping[str, Any] | None = None
+        self._make: Callable[[str], Reason] | None = None
+        self._members: set[str] | None = None
+        self._shared: Reason | None = None
+        self._blocking: int | None = None  # how many are infeasible, once counted
+        # (the candidates, what is left of them once these are removed), when the step made that dict
+        self.kept: tuple[Mapping[str, Any], Candidates] | None = None
+        self.notes: Any = None  # what the step that made it keeps to mend it later (Step.mend), its own
+
+    @classmethod
+    def named(
+        cls,
         names: Sequence[str],
         make: Callable[[str], Reason],
         *,
         shared: bool = False,
         reorder: bool = False,
-    ) -> None:
-        self.names = names
-        self.reorder = reorder
-        self._make = make
-        self._members: set[str] | None = None
-        self._shared = make(names[0]) if shared and names else None
-        # (the candidates, what is left of them once these are removed), when the step made that
-        self.kept: tuple[Mapping[str, Any], Candidates] | None = None
-        self.notes: Any = None  # what the step that made it keeps to mend it later (Step.mend)
+    ) -> Removals:
+        """The nodes `names`, in that order, each with the Reason `make(name)` gives it; `shared` when
+        they all have the same step, kind and message (only the values differ)."""
+        out = cls(reorder=reorder)
+        out._named, out._make = names, make
+        out._shared = make(names[0]) if shared and names else None
+        return out
 
-    def _set(self) -> set[str]:
-        if self._members is None:
-            self._members = set(self.names)
+    @classmethod
+    def all_but(
+        cls, among: Candidates, kept: Mapping[str, Any], make: Callable[[str], Reason], shared: Reason | None
+    ) -> Removals:
+        """Every node of `among` not in `kept`, in `among`'s order, each with the Reason `make(name)`
+        gives it; `shared`, one of them when they all have the same step, kind and message."""
+        out = cls(reorder=False)
+        out._among, out._kept, out._make, out._shared = among, kept, make, shared
+        return out
+
+    def given(self) -> dict[str, Reason] | None:
+        """The reasons as a plain dict when they were all given node by node (read at C speed);
+        None when some are made when read."""
+        return self._given if self._named is None and self._among is None else None
+
+    def _others(self) -> set[str] | None:
+        if self._members is None and self._named is not None:
+            self._members = set(self._named)
         return self._members
 
     def __getitem__(self, name: str) -> Reason:
-        if name not in self._set():
+        reason = self._given.get(name)
+        if reason is not None:
+            return reason
+        if name not in self:
             raise KeyError(name)
+        assert self._make is not None  # the others come with their maker
         return self._make(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._set()
+        if name in self._given:
+            return True
+        if self._among is not None:
+            assert self._kept is not None
+            return name in self._among and name not in self._kept
+        others = self._others()
+        return others is not None and name in others
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
+        if self._among is not None:
+            assert self._kept is not None
+            return chain(self._given, filterfalse(self._kept.__contains__, self._among))
+        if self._named is not None:
+            return chain(self._given, self._named)
+        return iter(self._given)
+
+    # Read at C speed when every reason was given node by node (the usual case).
+    def keys(self) -> KeysView[str]:
+        given = self.given()
+        return given.keys() if given is not None else super().keys()
+
+    def values(self) -> ValuesView[Reason]:
+        given = self.given()
+        return given.values() if given is not None else super().values()
+
+    def items(self) -> ItemsView[str, Reason]:
+        given = self.given()
+        return given.items() if given is not None else super().items()
 
     def __len__(self) -> int:
-        return len(self.names)
+        if self._among is not None:
+            assert self._kept is not None
+            return len(self._given) + len(self._among) - len(self._kept)
+        return len(self._given) + (len(self._named) if self._named is not None else 0)
 
     def shared(self) -> Reason | None:
-        return self._shared
+        """A reason whose step, kind and short text are those of every reason here, or None."""
+        return self._shared if not self._given else None
+
+    def blocking(self) -> int:
+        """How many of these nodes are infeasible (removed, not set aside), counted once."""
+        if self._blocking is None:
+            shared = self.shared()
+            if shared is not None:
+                self._blocking = 0 if shared.kind is Kind.SET_ASIDE else len(self)
+            else:
+                self._blocking = sum(1 for r in self.values() if r.kind is not Kind.SET_ASIDE)
+        return self._blocking
 
     def kept_of(self, cands: Mapping[str, Any]) -> Candidates | None:
-        """What is left of `cands` once these are removed, when the step made that dict already."""
+        """What is left of `cands` once these are removed, when the step that found them already made
+        that dict (name -> NodeState, in candidate order)."""
         if self.kept is not None and self.kept[0] is cands:
             return self.kept[1]
+        kept = self._kept
+        if self._among is cands and type(kept) is dict and len(kept) == len(cands) - len(self):
+            return kept
         return None
 
 
-class SetAside(LazyReasons):
+class SetAside(Mapping[str, Reason]):
     """The removals of an `or` member that won while a later alternative remained: the nodes could
     still host the pod, so they are only set aside."""
 
@@ -173,21 +227,26 @@ class SetAside(LazyReasons):
         return self.convert(inner) if inner is not None else None
 
 
+def plain(reasons: Mapping[str, Reason]) -> Mapping[str, Reason]:
+    """The map as a plain dict when it is one underneath (read at C speed), else as it is."""
+    if isinstance(reasons, Removals):
+        given = reasons.given()
+        if given is not None:
+            return given
+    return reasons
+
+
 def shared_reason(reasons: Mapping[str, Reason]) -> Reason | None:
-    return reasons.shared() if isinstance(reasons, LazyReasons) else None
+    """A reason whose step, kind and short text are those of every reason of the map, or None."""
+    return reasons.shared() if isinstance(reasons, Removals | SetAside) else None
 
 
 def blocking(reasons: Mapping[str, Reason]) -> int:
     """How many of these nodes are infeasible (removed, not set aside)."""
     if isinstance(reasons, SetAside):
         return 0
-    shared = shared_reason(reasons)
-    if shared is not None:
-        return 0 if shared.kind is Kind.SET_ASIDE else len(reasons)
-    if isinstance(reasons, Sparse):
-        if reasons._blocking is None:
-            reasons._blocking = sum(1 for r in reasons.values() if r.kind is not Kind.SET_ASIDE)
-        return reasons._blocking
+    if isinstance(reasons, Removals):
+        return reasons.blocking()
     return sum(1 for r in reasons.values() if r.kind is not Kind.SET_ASIDE)
 
 
@@ -470,11 +529,12 @@ class StepRun:
 
 
 def in_order(removed: Mapping[str, Reason], among: Candidates) -> Mapping[str, Reason]:
-    """Sparse removals in the order of the step's input; any other map as the step gave it."""
-    sparse = isinstance(removed, Sparse) or (isinstance(removed, Listed) and removed.reorder)
-    if not sparse or len(removed) < 2:
+    """Removals found through an index, in the order of the step's input; any other map as the step
+    gave it."""
+    if not (isinstance(removed, Removals) and removed.reorder) or len(removed) < 2:
         return removed
-    return {n: removed[n] for n in among if n in removed}
+    found = plain(removed)  # a plain dict underneath is read at C speed
+    return {n: found[n] for n in among if n in found}
 
 
 @dataclass(slots=True)
@@ -544,7 +604,7 @@ class Ledger:
             if shared is not None:
                 out.update(dict.fromkeys(removed, shared))
             else:
-                out.update(removed)
+                out.update(plain(removed))
         return out
 
     def failure_texts(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -562,7 +622,7 @@ class Ledger:
                     maps[target] = texts_of
                 continue
             texts: dict[int, tuple[dict[str, str], str]] = {}
-            for name, reason in removed.items():
+            for name, reason in plain(removed).items():
                 known = texts.get(id(reason))
                 if known is None:
                     known = texts[id(reason)] = (maps[reason.kind is Kind.UNMET], reason.short())

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from berth.cluster.view import ClusterView, Slots
+from berth.engine.ledger import plain
 
 # How many dicts the engine keeps what it knows of (each held until it is dropped from here).
 KNOWN_AT_MOST = 64
@@ -105,20 +106,21 @@ def without(view: ClusterView, cands: Mapping[str, Any], removed: Mapping[str, A
         kept = info.last[1]
         _info(view, kept)
         return kept
+    names_of = plain(removed)  # a plain dict underneath is read at C speed
     key: tuple[str, ...] | None = None
     if info is not None and len(removed) <= REUSE_AT_MOST:
-        key = tuple(removed)
+        key = tuple(names_of)
         if info.children is not None and (kept := info.children.get(key)) is not None:
             _info(view, kept)
             _remember(info, removed, kept)
             return kept
-    names = key if key is not None else removed
+    names = key if key is not None else names_of
     if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict):
         kept = cands.copy()  # at C speed, then delete the few
         for name in names:
             kept.pop(name, None)
     else:
-        kept = {n: s for n, s in cands.items() if n not in removed}
+        kept = {n: s for n, s in cands.items() if n not in names_of}
     known(view, kept, cands, names)
     if info is not None and key is not None:
         if info.children is None:

@@ -26,27 +26,25 @@ from numpy.typing import NDArray
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView, NodeState, app_key
 from berth.engine.draws import Seeded
-from berth.engine.ledger import ArrayValues, Excluded, Listed, Sparse
+from berth.engine.ledger import ArrayValues, Removals
 from berth.engine.slots import remaining, slots_of, without
 from berth.engine.types import Event, Phase, Reason, StepTrace
 
-# What a step may use of the engine: this module and berth.engine.types. The removal maps and the
+# What a step may use of the engine: this module and berth.engine.types. The removal map and the
 # array of values a fast path may return (docs/engine.md, "Writing a step") are the ledger's, named here
 # so that no vocabulary imports the engine's internals.
 __all__ = [
     "SKIP",
     "ArrayValues",
-    "Excluded",
     "Kept",
-    "Listed",
     "MemoKey",
     "NodeFilter",
     "PodContext",
     "Raws",
+    "Removals",
     "Scorer",
     "SetFilter",
     "Skipped",
-    "Sparse",
     "Step",
     "Tier",
     "skip",
@@ -205,19 +203,19 @@ class NodeFilter(Step[P]):
         """The candidates this filter removes, each with its Reason."""
         if self.node_only:
             failing = self._every_failing(prepared, ctx)
-            return Sparse((n, r) for n, r in failing.items() if n in cands) if failing else {}
+            return Removals((n, r) for n, r in failing.items() if n in cands) if failing else {}
         check = self.check
         if self.suspect is not None:
             suspect = self.suspect
             suspects = ctx.view.node_memo(
                 (type(self), "suspects"), lambda: [s.node.name for s in ctx.view.states() if suspect(s.node)]
             )
-            found = Sparse()
+            found = {}
             for name in suspects:
                 state = cands.get(name)
                 if state is not None and (reason := check(state, prepared, ctx)) is not None:
                     found[name] = reason
-            return found
+            return Removals(found)
         removed = {}
         for name, state in cands.items():
             reason = check(state, prepared, ctx)

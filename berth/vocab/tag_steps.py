@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from berth.cluster.view import NodeState
-from berth.engine.step import Excluded, Kept, MemoKey, NodeFilter, PodContext, Skipped, Sparse, Tier, skip
+from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.json_annotation import show
 from berth.vocab import step_names
@@ -67,7 +67,7 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
             return by_missing[missing]
 
         first = next(n for n in cands if n not in keep)
-        return Excluded(cands, kept, reason, reason(first))
+        return Removals.all_but(cands, kept, reason, reason(first))
 
     def _reason(self, missing: list[str], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
         return Reason(
@@ -119,10 +119,7 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
                 if name in cands:
                     found.setdefault(name, []).append((tag, count))
         made: dict[tuple, Reason] = {}
-        removed = Sparse()
-        for name, pairs in found.items():
-            removed[name] = self._found(tuple(pairs), message, made)
-        removed._blocking = len(removed)  # every one is a "no", none set aside
+        removed = Removals((name, self._found(tuple(pairs), message, made)) for name, pairs in found.items())
         # What mend() needs: the Reasons by counts, and the holders these removals were made from.
         removed.notes = (made, dict(holders[0])) if len(prepared) == 1 else None
         return removed
@@ -141,14 +138,14 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
         if len(changed) > CHANGED_IN_PLACE:
             return None
         message = self._message(prepared, ctx)
-        removed = Sparse(before.answer)
+        given = dict(before.answer.given())
         for name in changed:
             count = held.get(name)
             if count is None or name not in cands:
-                removed.pop(name, None)
+                given.pop(name, None)
             else:
-                removed[name] = self._found(((prepared[0], count),), message, made)
-        removed._blocking = len(removed)  # every one is a "no", none set aside
+                given[name] = self._found(((prepared[0], count),), message, made)
+        removed = Removals(given)
         removed.notes = (made, dict(held))
         return removed
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from berth.cluster.view import NodeColumn, NodeState
-from berth.engine.step import Kept, Listed, MemoKey, NodeFilter, PodContext, SetFilter, Skipped, Sparse, skip
+from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
     MIB,
@@ -57,12 +57,12 @@ def _exceeding(
         for n in map(layout.names.__getitem__, np.flatnonzero(fails(column.array(layout))).tolist())
         if n in cands
     ]
-    out = Sparse()
+    out = {}
     for name in suspects:
         reason = check(cands[name])
         if reason is not None:
             out[name] = reason
-    return out
+    return Removals(out)
 
 
 class _MinResource(AllocStep, NodeFilter[_Need]):
@@ -298,7 +298,9 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
         largest = list(islice(filter(cands.__contains__, self._order(column, ctx)), count))
         kept_free = {name: values[name] for name in largest}  # as they were at this decision
         total = len(cands)
-        reserve = Listed(largest, lambda name: self._reason(count, total, kept_free[name]), shared=True)
+        reserve = Removals.named(
+            largest, lambda name: self._reason(count, total, kept_free[name]), shared=True
+        )
         reserve.notes = (kept_free[largest[-1]], kept_free)  # for mend(): the floor, the reserve's values
         return reserve
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from berth.cluster.view import NodeState
-from berth.engine.step import Kept, Listed, MemoKey, NodeFilter, PodContext, SetFilter, Skipped, Sparse, skip
+from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep
 from berth.vocab.alloc.hints import Hint, Hints, resolve
@@ -140,13 +140,13 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         ctx: PodContext,
         counts: dict[str, int],
         kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
-    ) -> Sparse | Listed:
+    ) -> Removals:
         """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
         that is none or all of them. `kept_before` is what was left before and the nodes of `counts`
         not set aside then, when that is all that changed. Notes for mend(): the counts, and the
         candidates left."""
         if not counts or len(counts) == len(cands):
-            nothing = Sparse()
+            nothing = Removals()
             nothing.notes = (counts, cands)
             return nothing
         by_count: dict[int, Reason] = {}
@@ -158,7 +158,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
                 by_count[count] = self._spread_reason(namespace, count)
             return by_count[count]
 
-        spread = Listed(list(counts), reason, shared=True, reorder=True)
+        spread = Removals.named(list(counts), reason, shared=True, reorder=True)
         if kept_before is not None:
             before, added = kept_before
             kept = ctx.remaining(before, added)  # not a copy of thousands of nodes for a few new owners

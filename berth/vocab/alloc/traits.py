@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from berth import annotations as ann
 from berth.cluster.view import ClusterView, NodeState
-from berth.engine.step import MemoKey, NodeFilter, PodContext, Sparse
+from berth.engine.step import MemoKey, NodeFilter, PodContext, Removals
 from berth.engine.types import Kind, Reason
 from berth.json_annotation import show
 from berth.vocab.alloc.base import AllocStep, request
@@ -53,7 +53,7 @@ class HardFilterTraits(AllocStep, NodeFilter[_Wanted]):
         # One verdict per distinct annotation: the few nodes with traits by their annotation, and
         # every node without any at once.
         groups = self._groups(ctx)
-        removed = Sparse()
+        removed: dict[str, Reason] = {}
         for raw, names in groups.items():
             verdict = self._cached(raw, prepared)
             if verdict is not None:
@@ -64,7 +64,7 @@ class HardFilterTraits(AllocStep, NodeFilter[_Wanted]):
                 (ann.NODE_TRAITS, "nodes"), lambda: set().union(*groups.values())
             )
             removed.update((n, plain) for n in cands if n not in with_traits)
-        return removed
+        return Removals(removed)
 
     @staticmethod
     def _groups(ctx: PodContext) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.view import NodeState, app_key
-from berth.engine.step import NodeFilter, PodContext, Skipped, Sparse, skip
+from berth.engine.step import NodeFilter, PodContext, Removals, Skipped, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.errors import InvalidPolicy
 from berth.vocab import step_names
@@ -144,7 +144,7 @@ class PlacementPolicyStep(NodeFilter[Governing]):
             functools.partial(self._refusing, policy, prepared=prepared, ctx=ctx)
             for policy in prepared.policies
         ]
-        return Sparse(and_failures(parts, cands, _hopeless))
+        return Removals(and_failures(parts, cands, _hopeless))
 
     def _refusing(
         self, policy: CompiledPolicy, among: Mapping[str, NodeState], *, prepared: Governing, ctx: PodContext
