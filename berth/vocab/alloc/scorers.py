@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,18 +42,27 @@ from berth.vocab.alloc.values import node_reboot
 
 NO_REBOOT_WEEKS = 52
 
+# What an allocator scorer prepares for one pod (the sign of its raws, the time now).
+P = TypeVar("P")
 
-class _AllocScorer(AllocStep, Scorer):
+
+class _AllocScorer(AllocStep, Scorer[P]):
+    """A scorer of the allocator, weighted by its `weight_key` in the configuration."""
+
     weight_key = ""
-    # The package spread that makes this scorer order the nodes, and whether it favours higher raws.
-    spreads: ClassVar[dict[str, bool]] = {}
 
     def __init__(self, setup: Setup | None = None, weight: float | None = None) -> None:
         AllocStep.__init__(self, setup)
         self.weight = weight if weight is not None else self.setup.config.weight(self.weight_key)
 
-    # Any: a subclass may prepare something else than the sign (ScoreNextReboot: the time now).
-    def prepare(self, ctx: PodContext) -> Any:
+
+class _SignedScorer(_AllocScorer[int]):
+    """A scorer whose order a package's spread may turn round: it prepares the sign of its raws."""
+
+    # The package spread that makes this scorer order the nodes, and whether it favours higher raws.
+    spreads: ClassVar[dict[str, bool]] = {}
+
+    def prepare(self, ctx: PodContext) -> int | Skipped:
         """The sign that turns the raw value into this pod's order (+1 as configured), or a skip."""
         package = request(ctx).package
         spread = package.spread if package is not None else None
@@ -69,7 +78,7 @@ class _AllocScorer(AllocStep, Scorer):
         return 1
 
 
-class ScoreUnreservedRam(_AllocScorer):
+class ScoreUnreservedRam(_SignedScorer):
     name = "alloc/score-unreserved-ram"
     summary = "score: more unreserved RAM scores higher (weight_unreserved_ram)"
     weight_key = "weight_unreserved_ram"
@@ -83,7 +92,7 @@ class ScoreUnreservedRam(_AllocScorer):
         return _unreserved_raws(self, "ram", cands, prepared, ctx)
 
 
-class ScoreUnreservedDisk(_AllocScorer):
+class ScoreUnreservedDisk(_SignedScorer):
     name = "alloc/score-unreserved-disk"
     summary = "score: more unreserved ephemeral storage scores higher (weight_unreserved_disk)"
     weight_key = "weight_unreserved_disk"
@@ -97,7 +106,7 @@ class ScoreUnreservedDisk(_AllocScorer):
 
 
 def _unreserved_raws(
-    step: _AllocScorer, resource: str, cands: Mapping[str, NodeState], sign: int, ctx: PodContext
+    step: _SignedScorer, resource: str, cands: Mapping[str, NodeState], sign: int, ctx: PodContext
 ) -> Raws:
     column = unreserved_column(ctx, step.setup, resource)
     if column is None:
@@ -106,7 +115,7 @@ def _unreserved_raws(
     return raws if sign == 1 else sign * raws
 
 
-class ScoreNumOwnerZones(_AllocScorer):
+class ScoreNumOwnerZones(_SignedScorer):
     name = "alloc/score-num-owner-zones"
     summary = "score: fewer pods of the pod's namespace scores higher (weight_num_owner_zones)"
     weight_key = "weight_num_owner_zones"
@@ -125,7 +134,7 @@ class ScoreNumOwnerZones(_AllocScorer):
         return (-prepared * counts[ctx.slots(cands)]).astype(np.float64)
 
 
-class ScoreCurrentPlatform(_AllocScorer):
+class ScoreCurrentPlatform(_AllocScorer[int]):
     name = "alloc/score-current-platform"
     summary = "score: a newer platform scores higher (weight_current_platform)"
     weight_key = "weight_current_platform"
@@ -146,7 +155,7 @@ class ScoreCurrentPlatform(_AllocScorer):
         return scores[ctx.slots(cands)]
 
 
-class ScoreNextReboot(_AllocScorer):
+class ScoreNextReboot(_AllocScorer[datetime]):
     name = "alloc/score-next-reboot"
     summary = "score: a later planned reboot scores higher, none planned highest (weight_next_reboot)"
     weight_key = "weight_next_reboot"
@@ -233,7 +242,7 @@ def weeks_until_reboot(state: NodeState, now: datetime) -> int:
     return _weeks(None if parsed.problem else parsed.value, now)
 
 
-class ScoreUniformRandom(_AllocScorer):
+class ScoreUniformRandom(_SignedScorer):
     name = "alloc/score-uniform-random"
     summary = "score: a random part from the decision's seed (weight_uniform_random)"
     weight_key = "weight_uniform_random"
