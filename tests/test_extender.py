@@ -436,3 +436,41 @@ def test_a_filter_whose_pod_never_reaches_bind_holds_its_node_only_until_release
     assert client.post("/filter", json=_args(other, ["n1"])).json()["NodeNames"] == []
     client.cluster.release(pod_from_k8s(new))
     assert client.post("/filter", json=_args(other, ["n1"])).json()["NodeNames"] == ["n1"]
+
+
+def test_a_refusal_over_kube_schedulers_sample_names_a_node_outside_it_that_fits(serve):
+    # With percentageOfNodesToScore below 100 kube-scheduler asks only about its sample: the one node
+    # with the pod's require_with_tag neighbour (n4) is outside it. The refusal says so.
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    client = serve(
+        node("n1"),
+        node("n2"),
+        node("n3", taints=taint),
+        node("n4"),
+        pod("db-0", node="n4", tags=["db"]),
+        pod("db-1", node="n3", tags=["db"]),
+    )
+    web = pod("web-0", affinity={"require_with_tag": ["db"]}, uid="uid-web")
+    result = client.post("/filter", json=_args(web, ["n1", "n2"])).json()
+    assert result["NodeNames"] == []
+    ((_, _, message),) = [e for e in client.events if e[1] == "FailedPlacement"]
+    assert (
+        "kube-scheduler asked about 2 of the cluster's 4 nodes, and n4, which it did not ask about" in message
+    )
+    assert "percentageOfNodesToScore" in message
+
+
+def test_no_sample_note_when_the_nodes_left_out_are_refused_too(serve):
+    # kube's own filter left out the tainted n3, the only other node with the neighbour: nothing
+    # outside the nodes asked about fits, so the refusal does not blame a sample.
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    client = serve(node("n1"), node("n2"), node("n3", taints=taint), pod("db-1", node="n3", tags=["db"]))
+    web = pod("web-0", affinity={"require_with_tag": ["db"]}, uid="uid-web")
+    assert client.post("/filter", json=_args(web, ["n1", "n2"])).json()["NodeNames"] == []
+    ((_, _, message),) = [e for e in client.events if e[1] == "FailedPlacement"]
+    assert "did not ask about" not in message
+    # every node of the cluster asked about: no note either
+    client = serve(node("n1"), node("n2"))
+    assert client.post("/filter", json=_args(web, ["n1", "n2"])).json()["NodeNames"] == []
+    ((_, _, message),) = [e for e in client.events if e[1] == "FailedPlacement"]
+    assert "did not ask about" not in message and "require_with_tag" in message

@@ -118,6 +118,7 @@ class Placer:
         self._decisions: OrderedDict[str, Remembered] = OrderedDict()
         self.read_names: Callable[[str], None] = lambda how: None  # "bytes" or "decoded", per filter
         self._refusals: dict[str, tuple[str, float]] = {}
+        self._unasked_notes: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -210,6 +211,37 @@ class Placer:
             "up to v1.37 cannot preempt for that, as its own filters pass there"
         )
 
+    def _fits_unasked(self, pod: Pod, asked: list[str] | Found) -> str:
+        """For a pod refused on every node kube-scheduler asked about, when it asked about fewer than
+        the cluster's nodes: a node it did not ask about that berth's rules and kube's filters (as
+        `berth simulate` models them) accept, named in the refusal. With percentageOfNodesToScore
+        below 100, kube-scheduler asks only about its sample, and a node that alone meets a berth rule
+        may be outside it (docs/extender.md, "percentageOfNodesToScore"). Worked out at most once per
+        pod per REFUSAL_EVENT_EVERY: it is a decision over the nodes left out."""
+        view = self.cluster.view
+        if len(asked) >= len(view):
+            return ""
+        key = pod.uid or pod.key
+        now = time.monotonic()
+        kept = self._unasked_notes.get(key)
+        if kept is not None and now - kept[1] < REFUSAL_EVENT_EVERY:
+            return kept[0]
+        wanted = set(_names(asked))
+        unasked = [n for n in view.node_names() if n not in wanted]
+        decision = decide(pod, view, self.offline, candidates=unasked, seed=seed_for(pod))
+        note = ""
+        if decision.chosen is not None:
+            note = (
+                f"; kube-scheduler asked about {len(asked)} of the cluster's {len(view)} nodes, and "
+                f"{decision.chosen}, which it did not ask about, meets berth's rules and kube's filters "
+                "as berth models them: with percentageOfNodesToScore below 100 berth sees only "
+                "kube-scheduler's sample"
+            )
+        if len(self._unasked_notes) >= DECISION_CACHE:
+            self._unasked_notes.clear()
+        self._unasked_notes[key] = (note, now)
+        return note
+
     # -- verbs ----------------------------------------------------------------------------------
     def asked(self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs) -> list[str] | Found:
         """The nodes a filter call asks about: a long NodeNames array is found in the view's name
@@ -263,7 +295,8 @@ class Placer:
         # Nothing fits: the reasons per node, for the scheduler's "0/N nodes are available" message
         # and for preemption (nodes in FailedAndUnresolvableNodes are never preempted on).
         failed, unresolvable = decision.failure_texts()
-        await self._refused(pod, decision, self._only_berth_blocks(pod, list(failed)))
+        note = self._only_berth_blocks(pod, list(failed)) + self._fits_unasked(pod, asked)
+        await self._refused(pod, decision, note)
         return wire.ExtenderFilterResult(
             node_names=[], failed_nodes=failed or None, failed_and_unresolvable_nodes=unresolvable or None
         )
