@@ -115,6 +115,8 @@ class Removals(Mapping[str, Reason]):
         gives it; `shared`, one of them when they all have the same step, kind and message."""
         out = cls(reorder=False)
         out._among, out._kept, out._make, out._shared = among, kept, make, shared
+        if type(kept) is dict:  # the dict of the nodes left, made already: the runner takes it
+            out.kept = (among, kept)
         return out
 
     def given(self) -> dict[str, Reason] | None:
@@ -191,9 +193,6 @@ class Removals(Mapping[str, Reason]):
         that dict (name -> NodeState, in candidate order)."""
         if self.kept is not None and self.kept[0] is cands:
             return self.kept[1]
-        kept = self._kept
-        if self._among is cands and type(kept) is dict and len(kept) == len(cands) - len(self):
-            return kept
         return None
 
 

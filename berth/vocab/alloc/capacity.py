@@ -333,11 +333,8 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
             entries, by_name = kept[1], kept[2]
             values = column.values
             if changed is not None and len(changed) <= MENDED_AT_MOST and all(n in values for n in changed):
-                for name in set(changed):
-                    old = by_name.get(name)
-                    if old is None:
-                        continue  # pragma: no cover - every node of the view is in the order
-                    del entries[bisect_left(entries, old)]
+                for name in set(changed):  # every node of the view is in the order
+                    del entries[bisect_left(entries, by_name[name])]
                     by_name[name] = new = (-values[name], name)
                     insort(entries, new)
                 kept = held[column] = (column.version, entries, by_name)
