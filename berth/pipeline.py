@@ -8,9 +8,11 @@ reason for every position):
    pod asks of the node (NIC tags, platform, traits), capacity under the overprovision ratios, strict
    locality, the tag constraints, and the pod's PlacementPolicy (its CEL rules cost the most per node,
    so they run on the fewest);
-3. the tag-affinity tier: the user's preference beats everything the operator prefers;
-4. soft filters, which never leave no node: the reservoir and the large-node reserve (each as an `or`
-   with identity), non-strict locality and spreading by owner;
+3. what somebody wrote, as tiers: the pod's tag preferences, its preferences as kube-scheduler scores
+   them (`kube/preferences`), its soft locality hints;
+4. what nobody chose, never leaving no node: spreading by owner (for a pod without locality hints), the
+   reservoir and the large-node reserve (each as an `or` with identity), kube-scheduler's system
+   default spreading and resource scores (`kube/default-score`);
 5. the allocator's scorers with the defaults' weights.
 
 A chain names the seed's algorithms (`hard-filter-min-ram`, with or without `alloc/`), berth's other
@@ -57,6 +59,7 @@ REGISTRY: dict[str, type[Step]] = {
 # kube-scheduler's filters, in its order; offline only (the live kube-scheduler runs them itself).
 KUBE = tuple(cls.name for cls in kube.FILTERS)
 KUBE_SCORE = kube.KubeDefaultScore.name
+KUBE_PREFERENCES = kube.KubePreferences.name
 POLICY_STEP = step_names.PLACEMENT_POLICY
 OVERRIDE = "override-overprovisioning"
 
@@ -100,14 +103,18 @@ def default_description(*, offline: bool, kube_scoring: bool = True) -> Descript
         *([POLICY_STEP] if POLICY_STEP in REGISTRY else []),
         # The replacement of a pod `berth rebalance` moved goes where the plan said (when feasible).
         step_names.PLANNED_TARGET,
-        # The user's preference before anything the operator prefers.
+        # What somebody wrote outranks what nobody chose (docs/extender.md). Written: the pod's tag
+        # preferences, its preferences as kube-scheduler scores them (preferred node and pod affinity,
+        # the running pods' terms for it, ScheduleAnyway spread, PreferNoSchedule taints), its soft
+        # locality hints (this step spreads by owner, a default, only for a pod without hints).
         "tags/tag-affinity",
-        # Soft: each of these leaves nodes whenever there are any.
+        KUBE_PREFERENCES,
+        "soft-filter-locality-hints",
+        # Defaults nobody chose, each leaving nodes whenever there are any: the operator's reserves,
+        # then kube-scheduler's system default spreading and resource scores (the latter replaced by
+        # a resource weight the configuration sets, or the pod's package spread).
         ["or", "hard-filter-reservoir", "identity"],
         ["or", "hard-filter-large-servers", "identity"],
-        "soft-filter-locality-hints",
-        # kube-scheduler's default scoring: berth's choice is final, so what berth's rules leave open
-        # is ranked as kube's default profile would (the allocator's scorers break its ties).
         *([KUBE_SCORE] if kube_scoring else []),
         # Scorers, weighted by the defaults' weight_*.
         "score-unreserved-ram",
@@ -149,13 +156,13 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
 
 def with_own_rules(description: Description) -> Description:
     """A configured chain with berth's own rules that it leaves out (step_names.ALWAYS): the tag
-    constraints and the PlacementPolicy step before it, the planned-target and tag-affinity tiers
-    before its first member that is not a hard filter (the user's preference before anything the
-    operator prefers). A rule the chain names stays where the chain puts it."""
+    constraints and the PlacementPolicy step before it, the planned-target, tag-affinity and
+    kube/preferences tiers before its first member that is not a hard filter (the user's preference
+    before anything the operator prefers). A rule the chain names stays where the chain puts it."""
     names = names_in(description)
     hard = [n for n in step_names.ALWAYS_HARD if n not in names]
     members = list(description[1:]) if description[0] == "pipe" else [description]
-    tiers = [n for n in (step_names.PLANNED_TARGET, step_names.TAG_AFFINITY) if n not in names]
+    tiers = [n for n in step_names.ALWAYS_TIERS if n not in names]
     if tiers:
         # (a chain that is one `or` is taken whole first: the tiers then rank what it leaves)
         at = next((i for i, m in enumerate(members) if not _hard_filter(m)), len(members))
@@ -238,6 +245,8 @@ def _step(name: str, where: str, setup: Setup) -> Step:
         cls: type[Step] = ALGORITHMS[name.removeprefix("alloc/")]
         return cls(setup) if issubclass(cls, AllocStep) else cls()  # type: ignore[call-arg]
     if found.kind == "berth":
+        if name == KUBE_SCORE:  # a resource weight the file sets replaces kube's resource scores
+            return kube.KubeDefaultScore(config.resource_weights())
         return REGISTRY[name]()
     if found.kind == "config":
         ref = config.algorithms[name]

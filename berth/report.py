@@ -36,8 +36,8 @@ def _fmt(value: float | None) -> str:
 
 def _part_label(step: str) -> str:
     vocabulary, _, name = step.rpartition("/")
-    if vocabulary == "kube":  # kube-scheduler's default scores: one column, named for whose they are
-        return "KUBE-SCORE"
+    if vocabulary == "kube":  # kube-scheduler's scores, named for whose they are
+        return "KUBE-PREFERRED" if name == "preferences" else "KUBE-SCORE"
     return name.removeprefix("score-").upper()
 
 

@@ -81,6 +81,7 @@ def test_nested_lists_compose_like_the_seeds_example():
         "alloc/hard-filter-running",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
         ["or", "alloc/hard-filter-large-servers", ["pipe", "alloc/hard-filter-reserved", "alloc/identity"]],
         "alloc/pick-random",
     ]
@@ -89,7 +90,7 @@ def test_nested_lists_compose_like_the_seeds_example():
 def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_last():
     live = [s.name for s in flatten(default_chain(offline=False))]
     # kube-scheduler runs its filters before berth is asked; its scores are berth's to rank by.
-    assert [n for n in live if n.startswith("kube/")] == ["kube/default-score"]
+    assert [n for n in live if n.startswith("kube/")] == ["kube/preferences", "kube/default-score"]
     position = {name: i for i, name in enumerate(live)}
     # The replacement of a pod rebalance moved goes to its planned node before any preference.
     assert position["policy/placement-policy"] < position["rebalance/planned-target"]
@@ -97,11 +98,13 @@ def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_la
     assert position["alloc/hard-filter-traits"] < position["alloc/hard-filter-min-ram"]
     assert position["alloc/hard-filter-locality-hints"] < position["tags/tag-affinity"]
     assert position["tags/require_without_tag"] < position["tags/tag-affinity"]
-    assert position["tags/tag-affinity"] < position["alloc/hard-filter-large-servers"]
-    assert position["alloc/hard-filter-large-servers"] < position["alloc/soft-filter-locality-hints"]
-    # What the user and the operator said first, then kube's default ranking, then the allocator's
-    # scorers, which break its ties.
-    assert position["alloc/soft-filter-locality-hints"] < position["kube/default-score"]
+    # What somebody wrote (tag preferences, kube's scores of the pod's preferences, soft locality)
+    # before what nobody chose (spreading by owner, the reserves, kube's default scores), then the
+    # allocator's scorers, which break the ties.
+    written = ["tags/tag-affinity", "kube/preferences", "alloc/soft-filter-locality-hints"]
+    defaults = ["alloc/hard-filter-reservoir", "alloc/hard-filter-large-servers", "kube/default-score"]
+    assert [position[n] for n in written] == sorted(position[n] for n in written)
+    assert max(position[n] for n in written) < min(position[n] for n in defaults)
     assert live[-7:-6] == ["kube/default-score"]
     assert live[-6:] == [
         "alloc/score-unreserved-ram",
@@ -122,6 +125,7 @@ def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_l
         "alloc/hard-filter-min-ram",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
     ]
     named = chain("hard-filter-min-ram", "kube/taints")
     assert [s.name for s in flatten(build_pipeline(named, offline=True).chain)] == [
@@ -130,12 +134,14 @@ def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_l
         "kube/taints",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
     ]
     assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
     ]
 
 
@@ -151,13 +157,16 @@ def test_a_configured_chain_keeps_berths_own_rules_and_says_so():
         "alloc/hard-filter-min-ram",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
         "alloc/score-unreserved-ram",
     ]
-    named = chain("rebalance/planned-target", "tags/tag-affinity", "hard-filter-min-ram", *ALWAYS_HARD)
+    tiers = ("rebalance/planned-target", "tags/tag-affinity", "kube/preferences")
+    named = chain(*tiers, "hard-filter-min-ram", *ALWAYS_HARD)
     assert named.warnings == ()
     assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
         "alloc/hard-filter-min-ram",
         *ALWAYS_HARD,
     ]

@@ -47,10 +47,11 @@ def test_simulate_with_a_config_runs_its_chain_and_its_weights(files, capsys):
     assert code == 0
     assert out["chosen"] == "small"
     # berth's own rules run under the configured chain: the tier before its first preference
-    assert out["chain"][-4:] == [
+    assert out["chain"][-5:] == [
         "alloc/hard-filter-min-ram",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
         "alloc/score-unreserved-ram",
     ]
 

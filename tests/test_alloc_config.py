@@ -198,6 +198,7 @@ def test_the_seeds_names_and_berths_step_names_both_build_a_chain():
         "tags/require_with_tag",
         "rebalance/planned-target",
         "tags/tag-affinity",
+        "kube/preferences",
         ["or", "alloc/hard-filter-large-servers", "alloc/identity"],
         "alloc/pick-random",
     ]

@@ -361,7 +361,7 @@ def chains(draw: st.DrawFn) -> list[Any] | None:
     if pick == 1:  # the tag-affinity vocabulary alone, whose memos live across a burst
         return ["pipe", "tags/require_with_tag", "tags/require_without_tag", "tags/tag-affinity"]
     if pick == 2:  # kube-scheduler's own filters and scores, as simulate runs them without berth's rules
-        return ["pipe", *KUBE, "kube/default-score", "score-uniform-random"]
+        return ["pipe", *KUBE, "kube/preferences", "kube/default-score", "score-uniform-random"]
     members: list[Any] = ["pipe"]
     if draw(st.booleans()):
         members.append("calculate-locality-hints")

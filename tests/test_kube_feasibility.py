@@ -186,9 +186,10 @@ def test_kube_steps_run_only_on_the_offline_path():
         "kube/resources",
         "kube/topology-spread",
         "kube/inter-pod-affinity",
+        "kube/preferences",
         "kube/default-score",
     ]
-    assert [n for n in live if n.startswith("kube/")] == ["kube/default-score"]
+    assert [n for n in live if n.startswith("kube/")] == ["kube/preferences", "kube/default-score"]
 
 
 @pytest.mark.parametrize(

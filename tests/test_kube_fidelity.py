@@ -202,7 +202,7 @@ def test_preferred_node_affinity_and_prefer_no_schedule_taints_rank_the_nodes():
     decision = decide(to_pod(pod("new", spec={"affinity": preferred})), v, PIPELINE, seed=1)
     assert decision.chosen == "ssd"
     part = decision.node("ssd-spot").reasons[0]
-    assert part.step == "kube/default-score" and part.values["score"] < part.values["highest"]
+    assert part.step == "kube/preferences" and part.values["score"] < part.values["highest"]
 
 
 def test_preferred_pod_anti_affinity_spreads_replicas_over_zones():

@@ -6,6 +6,7 @@ REQUIRE_WITH_TAG = "tags/require_with_tag"
 REQUIRE_WITHOUT_TAG = "tags/require_without_tag"
 TAG_AFFINITY = "tags/tag-affinity"
 PLACEMENT_POLICY = "policy/placement-policy"
+KUBE_PREFERENCES = "kube/preferences"
 KUBE_SCORE = "kube/default-score"
 PLANNED_TARGET = "rebalance/planned-target"
 
@@ -20,10 +21,12 @@ KUBE_RESOURCES = "kube/resources"
 KUBE_TOPOLOGY_SPREAD = "kube/topology-spread"
 KUBE_INTER_POD_AFFINITY = "kube/inter-pod-affinity"
 
-# berth's own rules: they hold under any chain. A configured allocationDescription that leaves one
-# out still runs it (the hard filters before the chain, the tier before its first preference).
+# berth's own rules, and the pod's preferences as kube-scheduler scores them: they hold under any chain.
+# A configured allocationDescription that leaves one out still runs it (the hard filters before the
+# chain, the tiers before its first preference).
 ALWAYS_HARD = (REQUIRE_WITH_TAG, REQUIRE_WITHOUT_TAG, PLACEMENT_POLICY)
-ALWAYS = (*ALWAYS_HARD, PLANNED_TARGET, TAG_AFFINITY)
+ALWAYS_TIERS = (PLANNED_TARGET, TAG_AFFINITY, KUBE_PREFERENCES)
+ALWAYS = (*ALWAYS_HARD, *ALWAYS_TIERS)
 
 # Every step a chain may name besides the allocator's (whose names are berth.vocab.alloc.names): the
 # chain builder (berth.pipeline) resolves each to its class, and checks it has one for every name.
@@ -37,6 +40,7 @@ OTHER_STEPS = (
     KUBE_RESOURCES,
     KUBE_TOPOLOGY_SPREAD,
     KUBE_INTER_POD_AFFINITY,
+    KUBE_PREFERENCES,
     KUBE_SCORE,
     REQUIRE_WITH_TAG,
     REQUIRE_WITHOUT_TAG,

@@ -60,6 +60,9 @@ SPREAD_TARGET = {
     "min-owner": ("weight_num_owner_zones", SPREAD_WEIGHT),
     "random": ("weight_uniform_random", SPREAD_WEIGHT),
 }
+# The allocator's resource weights: one the file sets is the operator's resource strategy, and replaces
+# kube-scheduler's resource-balancing scores in kube/default-score (as NodeResourcesFit's scoringStrategy).
+RESOURCE_WEIGHTS = ("weight_unreserved_ram", "weight_unreserved_disk")
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 Spread = Literal["min-ram", "max-ram", "min-owner", "random"]
@@ -172,6 +175,10 @@ class AllocatorConfig:
     warnings: tuple[str, ...] = ()
     source: str = ""
 
+    def resource_weights(self) -> tuple[str, ...]:
+        """The resource weights the file sets: they replace kube-scheduler's resource scores."""
+        return tuple(k for k in RESOURCE_WEIGHTS if k in self.defaults.model_fields_set)
+
     def weight(self, key: str) -> float:
         """The weight a scorer runs with: the defaults' weight_*, or what a deprecated server_spread
         set in the file makes of it."""
@@ -255,8 +262,24 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
             warnings.append(
                 f"allocationDescription leaves out {', '.join(left_out)}: berth's own rules hold under any "
                 "chain, so they run anyway (the hard filters before the chain, the tiers "
-                "rebalance/planned-target and tags/tag-affinity before its first step that is not a hard "
-                "filter)"
+                "rebalance/planned-target, tags/tag-affinity and kube/preferences before its first step "
+                "that is not a hard filter)"
+            )
+    ranked_by_kube = (
+        step_names.KUBE_SCORE in names_in(description)
+        if description is not None
+        else defaults.kube_default_scoring and defaults.spread is None
+    )
+    if ranked_by_kube:
+        chosen = [f"defaults.{k}" for k in RESOURCE_WEIGHTS if k in defaults.model_fields_set]
+        chosen += [
+            f"packages.{n}.alloc_server_spread (for its pods)" for n, p in packages.items() if p.spread
+        ]
+        if chosen:
+            warnings.append(
+                f"{' and '.join(chosen)} replace{'s' if len(chosen) == 1 else ''} kube-scheduler's "
+                "resource scores (LeastAllocated, BalancedAllocation) in kube/default-score: the operator's "
+                "resource strategy, as NodeResourcesFit's scoringStrategy"
             )
     for name, package in packages.items():
         if package.spread is not None:

@@ -11,7 +11,7 @@ from berth.vocab.kube.filters import (
     TaintToleration,
 )
 from berth.vocab.kube.interpod import InterPodAffinity
-from berth.vocab.kube.score import KubeDefaultScore
+from berth.vocab.kube.score import KubeDefaultScore, KubePreferences
 from berth.vocab.kube.spread import PodTopologySpread
 
 # kube's filters in the order of its default profile (the first that fails names the node's reason).
@@ -26,13 +26,14 @@ FILTERS = (
     PodTopologySpread,
     InterPodAffinity,
 )
-STEPS = (*FILTERS, KubeDefaultScore)
+STEPS = (*FILTERS, KubePreferences, KubeDefaultScore)
 
 __all__ = [
     "FILTERS",
     "STEPS",
     "InterPodAffinity",
     "KubeDefaultScore",
+    "KubePreferences",
     "NodeAffinity",
     "NodeName",
     "NodePorts",

@@ -1,19 +1,31 @@
 """kube-scheduler's default scoring, inside berth's decision: berth binds the node it chooses, so
 berth-scheduler's profile turns kube's score plugins off and berth ranks as they would.
 
-One tier, `kube/default-score`: a node's value is kube's weighted total over the candidates, and only
-the nodes with the highest total go on (the allocator's scorers break the ties that remain). The
-plugins and weights of kube's default profile (v1.36, pkg/scheduler/apis/config/v1/default_plugins.go),
-each normalised over the candidates as kube does:
+kube's score is one weighted sum; berth splits it in two tiers, so that a preference somebody wrote
+outranks a default nobody chose (docs/extender.md, "How kube's ranking and berth's own compose"):
+- `kube/preferences`: what somebody wrote: the pod's preferred node affinity, its preferred pod
+  affinity and anti-affinity and the running pods' terms that select it, its own `ScheduleAnyway`
+  topology spread constraints, and the nodes' PreferNoSchedule taints;
+- `kube/default-score`: what nobody chose: kube's system default spreading (for a pod without
+  constraints of its own) and its resource-balancing scores, LeastAllocated and BalancedAllocation.
+  A resource weight the allocator configuration sets, or the pod's package spread, replaces the
+  resource scores (the operator chose the resource strategy, as NodeResourcesFit's scoringStrategy).
 
-| plugin (weight) | raw value per node | normalised |
-|---|---|---|
-| TaintToleration (3) | PreferNoSchedule taints the pod does not tolerate | 100 - 100 x raw / max |
-| NodeAffinity (2) | summed weights of the preferred terms the node matches | 100 x raw / max |
-| PodTopologySpread (2) | per constraint: pods in the domain x log(domains + 2) + maxSkew - 1 | see below |
-| InterPodAffinity (2) | summed weights of the terms selecting pods in the node's domains | min-max, 0..100 |
-| NodeResourcesFit (1) | LeastAllocated: mean over cpu and memory of 100 x free / allocatable | as is |
-| BalancedAllocation (1) | 50 + (50 + balance with the pod - balance without) / 2 | as is |
+In each tier a node's value is kube's weighted total of the tier's plugins over the candidates, and
+only the nodes with the highest total go on. The plugins and weights of kube's default profile (v1.36,
+pkg/scheduler/apis/config/v1/default_plugins.go), each normalised over the candidates as kube does:
+
+| plugin (weight) | tier | raw value per node | normalised |
+|---|---|---|---|
+| TaintToleration (3) | P | PreferNoSchedule taints the pod does not tolerate | 100 - 100 x raw / max |
+| NodeAffinity (2) | P | summed weights of the preferred terms the node matches | 100 x raw / max |
+| InterPodAffinity (2) | P | summed weights of the terms selecting pods in its domains | min-max, 0..100 |
+| PodTopologySpread (2) | P, D | per constraint: domain pods x log(domains + 2) + maxSkew - 1 | see below |
+| NodeResourcesFit (1) | D | LeastAllocated: mean over cpu and memory of 100 x free / allocatable | as is |
+| BalancedAllocation (1) | D | 50 + (50 + balance with the pod - balance without) / 2 | as is |
+
+P: `kube/preferences`; D: `kube/default-score`. PodTopologySpread scores the pod's own constraints in P,
+the system defaults in D.
 
 PodTopologySpread normalises as 100 x (max + min - raw) / max, and scores 0 on a node that lacks a
 topology label of the pod's own constraints.
@@ -43,7 +55,7 @@ from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import term_matches
 from berth.vocab.kube.interpod import topology_score
-from berth.vocab.kube.spread import HOSTNAME, Soft, domain_counts, matching_nodes, soft_constraints
+from berth.vocab.kube.spread import HOSTNAME, Soft, domain_counts, matching_nodes, own_soft, system_soft
 
 MAX = 100  # kube's MaxNodeScore
 WEIGHTS = {"taints": 3, "node_affinity": 2, "spread": 2, "inter_pod": 2, "least": 1, "balanced": 1}
@@ -66,11 +78,13 @@ class Raw(NamedTuple):
 
 @dataclass
 class Prepared:
+    taints: bool  # the tier scores the nodes' PreferNoSchedule taints
     tolerations: tuple[Toleration, ...]  # those with effect PreferNoSchedule or none
     preferred: tuple[tuple[int, dict], ...]  # (weight, nodeSelectorTerm) of preferred node affinity
     soft: Soft | None
     domains: list[Counter]
     topology: dict[str, Counter]
+    resources: bool  # the tier scores LeastAllocated and BalancedAllocation
     cpu: int  # the pod's requests as kube's LeastAllocated counts them (non-zero)
     memory: int
     requested_cpu: int  # as BalancedAllocation counts them
@@ -116,30 +130,31 @@ def _go_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-class KubeDefaultScore(Tier[Prepared]):
-    name = step_names.KUBE_SCORE
-    summary = "tier: only the nodes with the highest score of kube-scheduler's default profile go on"
-    shared_reason = True
+class _KubeScore(Tier[Prepared]):
+    """One tier of kube's default score: the plugins its Prepared turns on, summed as kube sums them."""
 
-    def prepare(self, ctx: PodContext) -> Prepared | Skipped:
+    shared_reason = True
+    what = ""  # what the tier scores, in its set-aside reason
+
+    def _prepared(
+        self,
+        ctx: PodContext,
+        *,
+        taints: bool = False,
+        preferred: tuple[tuple[int, dict], ...] = (),
+        soft: Soft | None = None,
+        topology: dict[str, Counter] | None = None,
+        resources: bool = False,
+    ) -> Prepared:
         pod = ctx.pod
-        # A package with a spread orders its pods' nodes itself (the pod's own rule speaks).
-        package = getattr(getattr(ctx.spec, "alloc", None), "package", None)
-        if package is not None and package.spread:
-            return skip(f"package {package.name} orders the nodes by its spread {package.spread}")
-        soft = soft_constraints(ctx)
         return Prepared(
+            taints=taints,
             tolerations=tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")),
-            preferred=tuple(
-                (int(t.get("weight") or 0), t.get("preference") or {})
-                for t in pod.preferred_node_affinity
-                if isinstance(t, dict)
-                and t.get("weight")
-                and (t.get("preference") or {}).keys() & {"matchExpressions", "matchFields"}
-            ),
+            preferred=preferred,
             soft=soft,
             domains=domain_counts(soft, ctx) if soft is not None else [],
-            topology=topology_score(ctx),
+            topology=topology or {},
+            resources=resources,
             cpu=pod.nonzero_cpu,
             memory=pod.nonzero_memory,
             requested_cpu=pod.requests.get("cpu", 0),
@@ -153,8 +168,9 @@ class KubeDefaultScore(Tier[Prepared]):
         nonzero_cpu, nonzero_memory = state.nonzero_cpu, state.nonzero_memory
         used_cpu, used_memory = state.requested.get("cpu", 0), state.requested.get("memory", 0)
         cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
+        resources = prepared.resources
         return Raw(
-            taints=_intolerable(node, prepared.tolerations),
+            taints=_intolerable(node, prepared.tolerations) if prepared.taints else 0,
             node_affinity=_preference(node, prepared.preferred),
             inter_pod=sum(
                 values.get(node.labels[key], 0)
@@ -166,10 +182,14 @@ class KubeDefaultScore(Tier[Prepared]):
                 np.array([memory]),
                 np.array([nonzero_cpu + prepared.cpu]),
                 np.array([nonzero_memory + prepared.memory]),
-            )[0].item(),
+            )[0].item()
+            if resources
+            else 0,
             balanced=_balanced_score(
                 np.array([cpu]), np.array([memory]), np.array([used_cpu]), np.array([used_memory]), prepared
-            )[0].item(),
+            )[0].item()
+            if resources
+            else 0,
             ignored=_ignored(node, prepared.soft),
             spread=self._spread(node, prepared, ctx),
         )
@@ -223,10 +243,16 @@ class KubeDefaultScore(Tier[Prepared]):
         view = ctx.view
         at = ctx.slots(cands)
         nodes = _Nodes.of(view)
-        taints = view.node_memo(
-            ("kube/default-score/taints", prepared.tolerations),
-            lambda: np.array([_intolerable(s.node, prepared.tolerations) for s in view.states()], np.int64),
-        )[at]
+        count = len(at)
+        if prepared.taints:
+            taints = view.node_memo(
+                ("kube/default-score/taints", prepared.tolerations),
+                lambda: np.array(
+                    [_intolerable(s.node, prepared.tolerations) for s in view.states()], np.int64
+                ),
+            )[at]
+        else:
+            taints = np.zeros(count, np.int64)
         if prepared.preferred:
             memo_key = ("kube/default-score/preferred", repr(prepared.preferred))
             preference = view.node_memo(
@@ -234,21 +260,24 @@ class KubeDefaultScore(Tier[Prepared]):
                 lambda: np.array([_preference(s.node, prepared.preferred) for s in view.states()], np.int64),
             )[at]
         else:
-            preference = np.zeros(len(at), np.int64)
-        inter_pod = np.zeros(len(at), np.int64)
+            preference = np.zeros(count, np.int64)
+        inter_pod = np.zeros(count, np.int64)
         for key, scores in prepared.topology.items():
             ids, _ = nodes.label(key)
             table = nodes.table(key, scores)
             inter_pod += table[ids[at]]
-        cpu, memory = nodes.allocatable("cpu")[at], nodes.allocatable("memory")[at]
-        used = {
-            name: _column(view, name)[at]
-            for name in ("nonzero_cpu", "nonzero_memory", "requested_cpu", "requested_memory")
-        }
-        least = _least_score(
-            cpu, memory, used["nonzero_cpu"] + prepared.cpu, used["nonzero_memory"] + prepared.memory
-        )
-        balanced = _balanced_score(cpu, memory, used["requested_cpu"], used["requested_memory"], prepared)
+        if prepared.resources:
+            cpu, memory = nodes.allocatable("cpu")[at], nodes.allocatable("memory")[at]
+            used = {
+                name: _column(view, name)[at]
+                for name in ("nonzero_cpu", "nonzero_memory", "requested_cpu", "requested_memory")
+            }
+            least = _least_score(
+                cpu, memory, used["nonzero_cpu"] + prepared.cpu, used["nonzero_memory"] + prepared.memory
+            )
+            balanced = _balanced_score(cpu, memory, used["requested_cpu"], used["requested_memory"], prepared)
+        else:
+            least = balanced = np.zeros(count, np.int64)
         spread = []
         ignored = np.zeros(len(at), dtype=bool)
         soft = prepared.soft
@@ -290,9 +319,77 @@ class KubeDefaultScore(Tier[Prepared]):
         return Reason(
             self.name,
             Kind.SET_ASIDE,
-            "lower score under kube-scheduler's default profile than the best nodes",
+            f"lower {self.what} than the best nodes",
             {"score": value, "highest": best},
         )
+
+
+class KubePreferences(_KubeScore):
+    """What somebody wrote, as kube-scheduler scores it: the pod's preferred node and pod affinity, the
+    running pods' terms that select it, its ScheduleAnyway spread, the nodes' PreferNoSchedule taints."""
+
+    name = step_names.KUBE_PREFERENCES
+    summary = (
+        "tier: only the nodes kube-scheduler scores highest for what the pod prefers (preferred node and "
+        "pod affinity, ScheduleAnyway spread, PreferNoSchedule taints) go on"
+    )
+    what = "score for the pod's preferences under kube-scheduler's default profile"
+
+    def prepare(self, ctx: PodContext) -> Prepared | Skipped:
+        pod = ctx.pod
+        preferred = tuple(
+            (int(t.get("weight") or 0), t.get("preference") or {})
+            for t in pod.preferred_node_affinity
+            if isinstance(t, dict)
+            and t.get("weight")
+            and (t.get("preference") or {}).keys() & {"matchExpressions", "matchFields"}
+        )
+        soft = own_soft(pod)
+        topology = topology_score(ctx)
+        taints = _any_prefer_no_schedule(ctx.view)
+        if not (preferred or soft or topology or taints):
+            return skip(
+                "no preferred node or pod affinity, ScheduleAnyway spread or running pod's term selects the "
+                "pod, and no node has a PreferNoSchedule taint"
+            )
+        return self._prepared(ctx, taints=taints, preferred=preferred, soft=soft, topology=topology)
+
+
+class KubeDefaultScore(_KubeScore):
+    """What nobody chose: kube-scheduler's system default spreading and its resource-balancing scores,
+    the latter unless the operator chose a resource strategy (a configured resource weight, the pod's
+    package spread)."""
+
+    name = step_names.KUBE_SCORE
+    summary = (
+        "tier: only the nodes with the highest of kube-scheduler's default scores (system default spreading, "
+        "LeastAllocated, BalancedAllocation) go on"
+    )
+    what = "score under kube-scheduler's default spreading and resource balancing"
+
+    def __init__(self, resources_replaced_by: tuple[str, ...] = ()) -> None:
+        # The configuration's resource weights that replace kube's resource scores (their keys).
+        self.resources_replaced_by = resources_replaced_by
+
+    def prepare(self, ctx: PodContext) -> Prepared | Skipped:
+        package = getattr(getattr(ctx.spec, "alloc", None), "package", None)
+        if package is not None and package.spread:
+            instead = f"package {package.name}'s spread {package.spread}"
+        elif self.resources_replaced_by:
+            instead = "the configured " + " and ".join(f"defaults.{k}" for k in self.resources_replaced_by)
+        else:
+            instead = ""
+        soft = system_soft(ctx)
+        if instead and soft is None:
+            return skip(f"{instead} replaces kube-scheduler's resource scores; no default spreading applies")
+        return self._prepared(ctx, soft=soft, resources=not instead)
+
+
+def _any_prefer_no_schedule(view: ClusterView) -> bool:
+    return view.node_memo(
+        "kube/preferences/prefer-no-schedule",
+        lambda: any(t.effect == "PreferNoSchedule" for s in view.states() for t in s.node.taints),
+    )
 
 
 def _ignored(node: Node, soft: Soft | None) -> bool:
@@ -372,7 +469,9 @@ def _totals(
 ) -> np.ndarray:
     """kube's weighted total of every candidate, from the raws of all of them."""
     count = len(taints)
-    total = WEIGHTS["taints"] * _default_normalise(taints, reverse=True)
+    total = np.zeros(count, np.int64)
+    if prepared.taints:
+        total += WEIGHTS["taints"] * _default_normalise(taints, reverse=True)
     if prepared.preferred:
         total += WEIGHTS["node_affinity"] * _default_normalise(node_affinity, reverse=False)
     if prepared.topology and count:
@@ -380,8 +479,9 @@ def _totals(
         if high > low:
             scaled = (float(MAX) * ((inter_pod - low) / float(high - low))).astype(np.int64)
             total += WEIGHTS["inter_pod"] * scaled
-    total += WEIGHTS["least"] * least
-    total += WEIGHTS["balanced"] * balanced
+    if prepared.resources:
+        total += WEIGHTS["least"] * least
+        total += WEIGHTS["balanced"] * balanced
     soft = prepared.soft
     if soft is not None and count:
         score = np.zeros(count)

@@ -122,13 +122,18 @@ class Soft:
     require_all: bool
 
 
-def soft_constraints(ctx: PodContext) -> Soft | None:
-    """kube's initPreScoreState: the pod's ScheduleAnyway constraints when it has any constraint, else
-    the system defaults over the default selector; None when there is nothing to score by."""
+def own_soft(pod: Pod) -> Soft | None:
+    """The pod's own ScheduleAnyway constraints (what somebody wrote); None without any."""
+    own = tuple(c for c in pod.spread if c.when_unsatisfiable == "ScheduleAnyway")
+    return Soft(own, True) if own else None
+
+
+def system_soft(ctx: PodContext) -> Soft | None:
+    """kube's system default constraints over the default selector, for a pod without a constraint of
+    its own (what nobody chose); None when the pod has constraints or no default selector."""
     pod = ctx.pod
     if pod.spread:
-        own = tuple(c for c in pod.spread if c.when_unsatisfiable == "ScheduleAnyway")
-        return Soft(own, True) if own else None
+        return None
     selector = ctx.view.default_selector(pod)
     if selector is None:
         return None
