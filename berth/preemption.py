@@ -1,16 +1,14 @@
 """Preemption that respects berth's rules: what the extender's preempt verb answers kube-scheduler.
 
 kube-scheduler's preemption proposes candidate nodes, each with the lower-priority pods its own filters
-need gone (its dry run). For each, berth decides for the preemptor on that node as it would be without
-those victims, with the pods nominated there whose priority is equal or higher, and:
-
-- keeps the node with kube's victims when berth accepts it then;
-- when berth still refuses and lower-priority pods are what make it refuse (a neighbour carrying a tag
-  the pod excludes, a pod of the same app under ONE_PER_HOST), adds the fewest and lowest-priority of
-  them as victims, the way kube's SelectVictimsOnNode does: every lower-priority pod taken off, then
-  each put back, the most important first, those whose eviction would break a PodDisruptionBudget
-  before the others, and kept off only if berth refuses with it back;
-- drops the node otherwise: no pod is evicted for a node berth will refuse anyway.
+need gone (its dry run). For each, berth finds the fewest victims the way kube's SelectVictimsOnNode
+does, with berth's rules added to kube's filters (as berth models them, the chain `berth simulate`
+runs): every lower-priority pod taken off, then each put back, the most important first, those whose
+eviction would break a PodDisruptionBudget before the others, and kept off only if the pod no longer
+fits with it back. kube's own victims are candidates like any other: one that berth's victim makes room
+for is reprieved, so where berth's rules do not block, berth's victims are kube's. A node where taking
+every lower-priority pod off is not enough is dropped: no pod is evicted for a node berth will refuse
+anyway. The pods nominated to the node with the preemptor's priority or higher count as placed there.
 
 A pod of equal or higher priority is never a victim. Victims are listed the most important first (the
 order kube reads the highest-priority victim from), and their PodDisruptionBudget violations are
@@ -20,7 +18,7 @@ counted as kube counts them. The view is changed only for the time of each decis
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -93,52 +91,52 @@ def pdb_violating(pods: Sequence[Pod], view: ClusterView) -> set[str]:
 def select_victims(
     pod: Pod, view: ClusterView, pipeline: Pipeline, proposed: Mapping[str, Sequence[str]], *, seed: int
 ) -> dict[str, Victims]:
-    """Node -> the victims berth agrees to for the preemptor there; nodes berth would still refuse are
-    left out. `proposed` is kube's candidates: node -> the uids of its victims."""
+    """Node -> the fewest victims that make the node fit the preemptor under `pipeline`; nodes where no
+    eviction is enough are left out. `proposed` is kube's candidates (node -> the uids of its victims):
+    the nodes to look at. `pipeline` is the chain that decides whether the pod fits: with kube's
+    filters (the offline chain) for kube's candidates, berth's rules alone to ask what only they need."""
     out: dict[str, Victims] = {}
 
     def fits(node: str) -> bool:
         return decide(pod, view, pipeline, candidates=[node], seed=seed).chosen == node
 
-    for node, uids in proposed.items():
+    for node in proposed:
         state = view.state(node)
         if state is None:
             continue
-        wanted = set(uids)
-        kube = [p for p in state.pods.values() if p.uid in wanted and p.priority < pod.priority]
         nominated = nominated_here(view, pod, [node])
         placed_for_others = {n.key for n in nominated}
-        with overlay(view, remove=kube, place=nominated):
-            if fits(node):
-                out[node] = _victims(kube, view)
-                continue
-            lower = [
-                p
-                for p in state.pods.values()
-                if p.priority < pod.priority and not p.same_pod(pod) and p.key not in placed_for_others
-            ]
-            if not lower:
-                continue
-            extra = _reprieve(pod, node, lower, view, fits)
-        if extra is not None:
-            out[node] = _victims([*kube, *extra], view)
+        lower = [
+            p
+            for p in state.pods.values()
+            if p.priority < pod.priority and not p.same_pod(pod) and p.key not in placed_for_others
+        ]
+        with overlay(view, place=nominated):
+            victims = fewest_victims(node, lower, view, fits)
+        if victims is not None:
+            out[node] = _victims(victims, view)
     return out
 
 
-def _reprieve(pod: Pod, node: str, lower: list[Pod], view: ClusterView, fits) -> list[Pod] | None:
-    """The fewest of `lower` that berth needs gone, or None when taking all of them off is not enough.
-    The view is as it was when this returns."""
+def fewest_victims(
+    node: str, lower: Sequence[Pod], view: ClusterView, fits: Callable[[str], bool]
+) -> list[Pod] | None:
+    """kube's SelectVictimsOnNode over `lower` (the node's lower-priority pods): the fewest of them the
+    pod needs gone, or None when taking all of them off is not enough. The view is as it was after."""
+    if fits(node):
+        return []
+    if not lower:
+        return None
     with overlay(view, remove=lower):
         if not fits(node):
             return None
     ordered = important_first(lower)
     violating = pdb_violating(ordered, view)
     victims: list[Pod] = []
-    off = list(ordered)
     with contextlib.ExitStack() as stack:
-        for p in off:
+        for p in ordered:
             view.remove_pod(p.key)
-        stack.callback(lambda: [view.put_back(p) for p in off if view.pod(p.key) is None])
+        stack.callback(lambda: [view.put_back(p) for p in ordered if view.pod(p.key) is None])
         for p in [q for q in ordered if q.key in violating] + [q for q in ordered if q.key not in violating]:
             view.put_back(p)
             if not fits(node):

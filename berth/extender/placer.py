@@ -302,9 +302,10 @@ class Placer:
         )
 
     async def preempt(self, args: wire.ExtenderPreemptionArgs) -> wire.ExtenderPreemptionResult:
-        """kube-scheduler's candidates for preempting, each with its victims, as berth agrees to them
-        (berth.preemption): nodes berth would still refuse are dropped, and lower-priority pods that
-        block only under berth's rules are added as victims."""
+        """kube-scheduler's candidates for preempting, each with the fewest victims that make room under
+        kube's filters and berth's rules together (berth.preemption): nodes berth would still refuse
+        are dropped, lower-priority pods that block under berth's rules are added, and kube's victims
+        that berth's make room for are reprieved."""
         if not self.cluster.ready():
             return wire.ExtenderPreemptionResult()  # no node: preemption does not go ahead
         pod = pod_from_k8s(args.pod)
@@ -314,7 +315,8 @@ class Placer:
         for node, full in (args.node_name_to_victims or {}).items():
             pods = (full or {}).get("Pods") or []
             proposed[node] = [((p.get("metadata") or {}).get("uid") or "") for p in pods]
-        chosen = select_victims(pod, self.cluster.view, self.online, proposed, seed=seed_for(pod))
+        # The fewest victims under kube's filters (as berth models them) and berth's rules together.
+        chosen = select_victims(pod, self.cluster.view, self.offline, proposed, seed=seed_for(pod))
         # A node kube proposed with victims keeps at least one (kube up to v1.37 refuses an empty list).
         return wire.ExtenderPreemptionResult(
             node_name_to_meta_victims={
