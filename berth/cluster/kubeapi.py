@@ -192,9 +192,11 @@ class KubeClient:
         answer = await self._send("POST", path, data=orjson.dumps(body), headers=headers)
         return orjson.loads(answer.body) if answer.body else {}
 
-    async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """A JSON merge patch (RFC 7386): a key set to None is removed."""
-        headers = {"Content-Type": "application/merge-patch+json"}
+    async def patch(self, path: str, body: dict[str, Any], *, strategic: bool = False) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386): a key set to None is removed. `strategic`: Kubernetes'
+        strategic merge patch, which merges lists by their key (a pod's conditions by type)."""
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
+        headers = {"Content-Type": f"application/{kind}+json"}
         answer = await self._send("PATCH", path, data=orjson.dumps(body), headers=headers)
         return orjson.loads(answer.body) if answer.body else {}
 

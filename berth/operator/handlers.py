@@ -27,7 +27,7 @@ from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_requests, pod
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
-from berth.operator import refresh
+from berth.operator import refresh, requeue
 from berth.validate_warnings import outside_template_warnings
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.pod import check_annotations, compile_pod
@@ -158,12 +158,22 @@ def reconcile(
     meta: kopf.Meta,
     status: kopf.Status,
     namespace: str,
+    name: str,
     patch: kopf.Patch,
     pods_by_namespace: kopf.Index,
     nodes_by_name: kopf.Index,
+    reason: str | None = None,
+    old: Any = None,
     **_: Any,
 ) -> None:
     compiled = load_policy(body)
+    if compiled.ready:
+        # The pods it refused, and those it may refuse no more, are tried again (berth.operator.requeue).
+        before = load_policy({**body, "spec": old}).selector if isinstance(old, Mapping) else None
+        what = {"create": "created", "update": f"changed (generation {meta.get('generation')})"}.get(
+            reason or "", "found Ready when the operator started"
+        )
+        requeue.note(namespace, name, (compiled.selector, before), what)
     condition = ready_condition(compiled, meta.get("generation"), _previous_ready(status))
     patch.status["conditions"] = [condition]
     patch.status["observedGeneration"] = meta.get("generation") or 0
@@ -174,6 +184,20 @@ def reconcile(
         kopf.info(body, reason="Compiled", message=condition["message"])
     else:
         kopf.warn(body, reason="Invalid", message=condition["message"][:1024])
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def policy_deleted(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+    """A deleted policy no longer refuses the pods it selected: they are tried again. (A watch handler,
+    not kopf.on.delete, which would put a finalizer on every PlacementPolicy.)"""
+    if event.get("type") == "DELETED":
+        requeue.note(namespace, name, (load_policy(body).selector,), "deleted")
+
+
+@kopf.index("pods", when=lambda body, **_: requeue.is_waiting(body))
+def waiting_by_namespace(body: kopf.Body, namespace: str, **_: Any):
+    """The pending pods kube-scheduler found unschedulable, for the retry when a policy changes."""
+    return {namespace: requeue.waiting_record(body)}
 
 
 @kopf.on.validate(GROUP, VERSION, PLURAL, id="placement-policy", operations=["CREATE", "UPDATE"])

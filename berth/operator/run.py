@@ -15,7 +15,7 @@ import kopf
 from berth.cluster.credentials import Credentials, load_credentials
 from berth.cluster.kubeapi import KubeClient
 from berth.errors import BerthError
-from berth.operator import handlers, refresh  # handlers: registers them with kopf
+from berth.operator import handlers, refresh, requeue  # handlers: registers them with kopf
 from berth.operator.certs import self_signed
 from berth.operator.tlsreload import ReloadingWebhookServer
 from berth.vocab.alloc.config import AllocatorConfig
@@ -153,11 +153,18 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
         )
         memo.refresh_client = client
 
+    @kopf.on.startup()
+    async def _requeue(memo: kopf.Memo, waiting_by_namespace: kopf.Index, **_: object) -> None:
+        client = KubeClient(load_credentials(kubeconfig, context))
+        memo.requeue = asyncio.create_task(requeue.run(client, lambda: waiting_by_namespace))
+        memo.requeue_client = client
+
     @kopf.on.cleanup()
     async def _stop_refresh(memo: kopf.Memo, **_: object) -> None:
-        if getattr(memo, "refresh", None) is not None:
-            memo.refresh.cancel()
-            await memo.refresh_client.aclose()
+        for task, client in (("refresh", "refresh_client"), ("requeue", "requeue_client")):
+            if getattr(memo, task, None) is not None:
+                getattr(memo, task).cancel()
+                await getattr(memo, client).aclose()
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(
