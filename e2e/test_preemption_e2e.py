@@ -53,15 +53,15 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
 _cases = 0
 
 
-def _case(stack: Stack, nodes: list[str]) -> str:
-    """A namespace of its own, and the case's nodes (kwok's, 2 CPU each) as the only ones."""
+def _case(stack: Stack, nodes: list[str], cpu: str = "2") -> str:
+    """A namespace of its own, and the case's nodes (kwok's, 2 CPU each by default) as the only ones."""
     global _cases
     _cases += 1
     cp = stack.cp
     for node in cp.kubectl_json("get", "nodes")["items"]:
         cp.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
     for name in nodes:
-        cp.create_node(f"{name}-{_cases}", cpu="2", memory="8Gi", kwok=True)
+        cp.create_node(f"{name}-{_cases}", cpu=cpu, memory="8Gi", kwok=True)
     stack.wait_nodes(len(nodes))
     ns = f"pre-{_cases}"
     cp.kubectl("create", "namespace", ns)
@@ -237,3 +237,29 @@ def test_a_candidate_whose_victims_break_a_budget_loses_to_one_whose_victims_do_
     _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1"))
     placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
     assert placed["urgent"] == free and placed.get("protected") == guarded
+
+
+def test_one_eviction_where_the_pod_berths_rule_needs_gone_also_frees_the_room(stack: Stack) -> None:
+    """Three 4-CPU nodes full of low-priority 1.8-CPU pods: two tagged batch on n0 and on n1, one tagged
+    and an untagged filler on n2. The preemptor (1.5 CPU) excludes batch. kube's dry run on n2 picks the
+    filler; the batch pod berth's rule needs gone frees the room too, so n2 costs one eviction, every
+    other node two: the preemptor goes to n2 and only batch-n2-a is evicted."""
+    ns = _case(stack, ["n0", "n1", "n2"], cpu="4")
+    n0, n1, n2 = (f"{n}-{_cases}" for n in ("n0", "n1", "n2"))
+    low = [
+        _pod("batch-n0-a", ns, priority=LOW, cpu="1800m", node=n0, tags=["batch"]),
+        _pod("batch-n0-b", ns, priority=LOW, cpu="1800m", node=n0, tags=["batch"]),
+        _pod("batch-n1-a", ns, priority=LOW, cpu="1800m", node=n1, tags=["batch"]),
+        _pod("batch-n1-b", ns, priority=LOW, cpu="1800m", node=n1, tags=["batch"]),
+        _pod("batch-n2-a", ns, priority=LOW, cpu="1800m", node=n2, tags=["batch"]),
+        _pod("filler-n2", ns, priority=LOW, cpu="1800m", node=n2),
+    ]
+    _apply(stack, *low)
+    names = [p["metadata"]["name"] for p in low]
+    until("the running pods", lambda: all(_running(stack, ns, n) for n in names))
+    _apply(stack, _pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
+    placed = until("web-high placed", lambda: (n := _names(stack, ns)).get("web-high") and n)
+    time.sleep(3)  # a second eviction, had there been one, would show by now
+    left = _names(stack, ns)
+    assert sorted(set(names) - set(left)) == ["batch-n2-a"]
+    assert placed["web-high"] == n2 and left.get("filler-n2") == n2
