@@ -7,7 +7,8 @@ unschedulable pods for an unrelated cluster event, or for the periodic flush
 The mechanism kube-scheduler honours (read in v1.36.3 and v1.38.0-beta.0; e2e/test_requeue_e2e.py pins
 it on both):
 - when an extender refuses nodes and the pod ends unschedulable, kube-scheduler adds the pseudo-plugin
-  "Extender" to the pod's unschedulable plugins (pkg/scheduler/schedule_one.go, findNodesThatFitPod);
+  "Extender" to the pod's unschedulable plugins (pkg/scheduler/schedule_one.go in v1.36,
+  algorithm.go in v1.38);
 - for "Extender" the framework registers every event of every resource with no queueing hint, which
   counts as Queue (pkg/scheduler/framework/runtime/framework.go, defaultEnqueueExtension);
 - an update of the unschedulable pod itself (a new resourceVersion) goes through PriorityQueue.Update
