@@ -23,6 +23,7 @@ from berth.errors import BerthError, InvalidPolicy, SnapshotError
 from berth.inputs import STDIN, label, read_documents
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
+from berth.preemption import preemption_events
 from berth.rebalance import Limits
 from berth.report import diff_table, replica_summary, summary_table, table
 from berth.simulate_diff import changes
@@ -183,6 +184,10 @@ def _simulate(
                 if old is not None:
                     replaced.append(old)
             decision = decide(pod, snapshot.view, pipeline, seed=None if seed is None else seed + i)
+            if decision.error is not None and decision.error.code == 409:
+                # A pod that fits only by evicting lower-priority pods: where, and whom (exit code kept).
+                more = preemption_events(pod, decision, snapshot.view, pipeline, detail=args.detail)
+                decision.events = (*decision.events, *more)
             decisions.append(decision)
             if decision.chosen:
                 # Later pods in the same file see this one where it was placed (a burst).

@@ -25,13 +25,25 @@ import msgspec
 
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
-from berth.engine import Pipeline, decide
+from berth.engine import Decision, Pipeline, decide
+from berth.engine.types import Event
 
 
 @dataclass(frozen=True)
 class Victims:
     pods: tuple[Pod, ...]
     pdb_violations: int
+    # Per pod: why it must go, the reason the node refuses the preemptor with it back (as pods).
+    why: tuple[str, ...] = ()
+
+    def reason_of(self, pod: Pod) -> str:
+        return next((w for p, w in zip(self.pods, self.why, strict=False) if p.key == pod.key), "")
+
+    def order(self) -> tuple[int, int, int, int]:
+        """kube's pickOneNodeForPreemption, lowest first: PodDisruptionBudget violations, the highest
+        victim priority, the sum of the priorities, the number of victims."""
+        priorities = [p.priority for p in self.pods]
+        return (self.pdb_violations, max(priorities, default=-(2**31)), sum(priorities), len(priorities))
 
 
 def important_first(pods: Iterable[Pod]) -> list[Pod]:
@@ -97,8 +109,12 @@ def select_victims(
     filters (the offline chain) for kube's candidates, berth's rules alone to ask what only they need."""
     out: dict[str, Victims] = {}
 
-    def fits(node: str) -> bool:
-        return decide(pod, view, pipeline, candidates=[node], seed=seed).chosen == node
+    def refusal(node: str) -> str | None:
+        decision = decide(pod, view, pipeline, candidates=[node], seed=seed)
+        if decision.chosen == node:
+            return None
+        reason = decision.failures().get(node)
+        return reason.short() if reason is not None else "refused"
 
     for node in proposed:
         state = view.state(node)
@@ -112,40 +128,89 @@ def select_victims(
             if p.priority < pod.priority and not p.same_pod(pod) and p.key not in placed_for_others
         ]
         with overlay(view, place=nominated):
-            victims = fewest_victims(node, lower, view, fits)
+            victims = fewest_victims(node, lower, view, refusal)
         if victims is not None:
             out[node] = _victims(victims, view)
     return out
 
 
 def fewest_victims(
-    node: str, lower: Sequence[Pod], view: ClusterView, fits: Callable[[str], bool]
-) -> list[Pod] | None:
+    node: str, lower: Sequence[Pod], view: ClusterView, refusal: Callable[[str], str | None]
+) -> list[tuple[Pod, str]] | None:
     """kube's SelectVictimsOnNode over `lower` (the node's lower-priority pods): the fewest of them the
-    pod needs gone, or None when taking all of them off is not enough. The view is as it was after."""
-    if fits(node):
+    pod needs gone, each with the reason the node refuses the pod with it back (`refusal`: None when
+    the pod fits), or None when taking all of them off is not enough. The view is as it was after."""
+    if refusal(node) is None:
         return []
     if not lower:
         return None
     with overlay(view, remove=lower):
-        if not fits(node):
+        if refusal(node) is not None:
             return None
     ordered = important_first(lower)
     violating = pdb_violating(ordered, view)
-    victims: list[Pod] = []
+    victims: list[tuple[Pod, str]] = []
     with contextlib.ExitStack() as stack:
         for p in ordered:
             view.remove_pod(p.key)
         stack.callback(lambda: [view.put_back(p) for p in ordered if view.pod(p.key) is None])
         for p in [q for q in ordered if q.key in violating] + [q for q in ordered if q.key not in violating]:
             view.put_back(p)
-            if not fits(node):
+            why = refusal(node)
+            if why is not None:
                 view.remove_pod(p.key)
-                victims.append(p)
+                victims.append((p, why))
     return victims
 
 
-def _victims(pods: Sequence[Pod], view: ClusterView) -> Victims:
-    ordered = important_first(pods)
+# At most this many nodes are searched for victims by would_preempt (kube-scheduler's dry run looks at
+# 10% of the nodes, at least 100).
+CANDIDATES = 100
+
+
+def would_preempt(
+    pod: Pod, view: ClusterView, pipeline: Pipeline, refused: Iterable[str], *, seed: int
+) -> list[tuple[str, Victims]]:
+    """For a pod nothing fits (`refused`: the nodes where an eviction could help), the nodes where
+    preemption would place it, with their fewest victims, in the order kube-scheduler picks among them
+    (pickOneNodeForPreemption): what `berth simulate` says of a pod that fits only by preemption."""
+    if not pod.preempts:
+        return []
+    nodes = sorted(refused)[:CANDIDATES]
+    found = select_victims(pod, view, pipeline, dict.fromkeys(nodes, ()), seed=seed)
+    return sorted(((n, v) for n, v in found.items() if v.pods), key=lambda item: (item[1].order(), item[0]))
+
+
+def _victims(pods: Sequence[tuple[Pod, str]], view: ClusterView) -> Victims:
+    reasons = {p.key: why for p, why in pods}
+    ordered = important_first(p for p, _ in pods)
     violating = pdb_violating(ordered, view)
-    return Victims(tuple(ordered), sum(1 for p in ordered if p.key in violating))
+    why = tuple(reasons[p.key] for p in ordered)
+    return Victims(tuple(ordered), sum(1 for p in ordered if p.key in violating), why)
+
+
+def preemption_events(
+    pod: Pod, decision: Decision, view: ClusterView, pipeline: Pipeline, *, detail: bool = False
+) -> tuple[Event, ...]:
+    """What `berth simulate` adds to a pod nothing fits (a 409) that preemption would place: the node
+    kube-scheduler would pick and its victims ("would preempt on n2: batch-n2-a (priority 10)"), and
+    with `detail` every candidate. The decision itself stays a refusal: without evictions the pod does
+    not fit."""
+    if decision.error is None or decision.error.code != 409:
+        return ()
+    failed, _ = decision.failure_texts()
+    found = would_preempt(pod, view, pipeline, failed, seed=decision.seed)
+    if not found:
+        return ()
+
+    def shown(node: str, victims: Victims) -> str:
+        named = (
+            f"{p.name if p.namespace == pod.namespace else p.key} (priority {p.priority})"
+            for p in victims.pods
+        )
+        return f"{node}: {', '.join(named)}"
+
+    events = [Event("Normal", "WouldPreempt", f"would preempt on {shown(*found[0])}")]
+    if detail:
+        events += [Event("Normal", "PreemptionCandidate", shown(*c)) for c in found[1:]]
+    return tuple(events)

@@ -263,3 +263,12 @@ def test_one_eviction_where_the_pod_berths_rule_needs_gone_also_frees_the_room(s
     left = _names(stack, ns)
     assert sorted(set(names) - set(left)) == ["batch-n2-a"]
     assert placed["web-high"] == n2 and left.get("filler-n2") == n2
+    # berth says what it chose and why: on the victim it added, and on the preemptor.
+    victim = until(
+        "the victim's event", lambda: [m for m in _messages(stack, ns, "batch-n2-a") if "berth" in m]
+    )
+    assert any(m.startswith(f"evicted on {n2} for web-high") and "require_without_tag" in m for m in victim)
+    told = until(
+        "the preemptor's event", lambda: [m for m in _messages(stack, ns, "web-high") if "berth chose" in m]
+    )
+    assert "added batch-n2-a" in told[0] and "spared filler-n2" in told[0]

@@ -272,7 +272,7 @@ def test_no_victims_are_proposed_where_the_pod_fits_without_evictions():
         "Pod": HIGH,
         "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-small"}], "NumPDBViolations": 0}},
     }
-    assert client.post("/preempt", json=body).json() == {"NodeNameToMetaVictims": {}}
+    assert not client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
 
 
 async def _nothing(*_: Any) -> None:
@@ -347,3 +347,117 @@ def test_a_refusal_that_only_berths_rules_make_names_the_lower_priority_pods_tha
     calm = _pod("calm", 100, affinity={"require_without_tag": ["batch"]}, spec={"preemptionPolicy": "Never"})
     client.post("/filter", json={"Pod": calm, "NodeNames": ["n1"]})
     assert events and "lower-priority" not in events[0][1]
+
+
+def test_the_preemptor_and_the_victims_berth_added_are_told_once_kube_nominated_it():
+    events: list[tuple[str, str, str]] = []
+
+    async def record(p: Any, evs: Any) -> None:
+        events.extend((p.name, e.reason, e.message) for e in evs)
+
+    v = view(*_three_nodes())
+    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=record)
+    client = TestClient(create_app(placer))
+    body = {
+        "Pod": HIGH,
+        "NodeNameToMetaVictims": {
+            "n1": {"Pods": [{"UID": "uid-batch-n1-a"}], "NumPDBViolations": 0},
+            "n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0},
+        },
+    }
+    client.post("/preempt", json=body)
+    assert events == []  # kube has not chosen a node yet
+    nominated = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n2"}}
+    client.post("/filter", json={"Pod": nominated, "NodeNames": ["n0", "n1", "n2"]})
+    told = {(name, reason): message for name, reason, message in events}
+    assert set(told) == {("batch-n2-a", "PreemptedForBerthRule"), ("web-high", "BerthPreemption")}
+    assert told["batch-n2-a", "PreemptedForBerthRule"].startswith(
+        "evicted on n2 for web-high (priority 1000): with this pod there, berth refuses it: "
+        "tags/require_without_tag:"
+    )
+    assert told["web-high", "BerthPreemption"].startswith(
+        "preempting on n2, berth chose the victims: added batch-n2-a (tags/require_without_tag:"
+    )
+    assert "spared filler-n2, which kube-scheduler's dry run chose" in told["web-high", "BerthPreemption"]
+    # told once
+    client.post("/filter", json={"Pod": nominated, "NodeNames": ["n0", "n1", "n2"]})
+    assert len([e for e in events if e[1] == "BerthPreemption"]) == 1
+
+
+def test_nothing_is_told_where_berth_agreed_with_kubes_victims():
+    events: list[Any] = []
+
+    async def record(p: Any, evs: Any) -> None:
+        events.extend(evs)
+
+    v = view(node("n1", cpu="2"), _pod("filler", 1, node="n1", cpu="1500m"))
+    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=record)
+    client = TestClient(create_app(placer))
+    plain = _pod("urgent", 100, cpu="1")
+    body = {
+        "Pod": plain,
+        "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-filler"}], "NumPDBViolations": 0}},
+    }
+    client.post("/preempt", json=body)
+    client.post(
+        "/filter", json={"Pod": {**plain, "status": {"nominatedNodeName": "n1"}}, "NodeNames": ["n1"]}
+    )
+    assert [e.reason for e in events if e.reason in ("BerthPreemption", "PreemptedForBerthRule")] == []
+
+
+def test_simulate_says_where_preemption_would_place_a_pod_nothing_fits_and_exits_1(tmp_path, capsys):
+    import yaml
+
+    from berth.cli import main
+    from tests.builders import k8s_list
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(k8s_list(*_three_nodes())))
+    preemptor = tmp_path / "pod.yaml"
+    preemptor.write_text(yaml.safe_dump(HIGH))
+    args = ["simulate", "--cluster", str(cluster), "--pod", str(preemptor), "--seed", "1"]
+    assert main(args) == 1  # not placed without preemption
+    out = capsys.readouterr().out
+    assert "not placed (409)" in out
+    # n1 and n2 cost one victim each (n2's the batch pod, not kube's filler); kube's order, then the name
+    assert "WouldPreempt: would preempt on n1: plain-n1-b (priority 10)" in out
+    assert "PreemptionCandidate" not in out
+    assert main([*args, "--detail"]) == 1
+    detail = capsys.readouterr().out
+    assert "PreemptionCandidate: n2: batch-n2-a (priority 10)" in detail
+    assert "PreemptionCandidate: n0: batch-n0-a (priority 10), batch-n0-b (priority 10)" in detail
+    never = {**HIGH, "spec": {**HIGH["spec"], "preemptionPolicy": "Never"}}
+    preemptor.write_text(yaml.safe_dump(never))
+    assert main(args) == 1
+    assert "WouldPreempt" not in capsys.readouterr().out
+
+
+def test_no_second_preemption_while_the_victims_of_the_first_are_going(monkeypatch):
+    """kube-scheduler v1.38 may ask again before the nomination or the victims' end reaches its cache;
+    a second answer would evict on another node too."""
+    import msgspec
+
+    from berth.extender import placer as placer_module
+
+    v = view(*_three_nodes())
+    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
+    client = TestClient(create_app(placer))
+    body = {
+        "Pod": HIGH,
+        "NodeNameToMetaVictims": {
+            "n0": {"Pods": [{"UID": "uid-batch-n0-a"}], "NumPDBViolations": 0},
+            "n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0},
+        },
+    }
+    first = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
+    assert first["n2"]["Pods"] == [{"UID": "uid-batch-n2-a"}]
+    # kube evicted on n2: the victim is going
+    v.add_pod(msgspec.structs.replace(v.pod("default/batch-n2-a"), deleting=True))
+    assert not client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
+    v.remove_pod("default/batch-n2-a")  # gone from the view, perhaps not yet from kube's cache
+    assert not client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
+    # Long after, a new preemption is a new question.
+    later = placer_module.time.monotonic() + placer_module.SETTLING_SECONDS + 1
+    monkeypatch.setattr(placer_module.time, "monotonic", lambda: later)
+    again = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
+    assert "n0" in again

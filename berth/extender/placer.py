@@ -29,7 +29,7 @@ from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide
 from berth.errors import BerthError
 from berth.extender import wire
-from berth.preemption import nominated_here, overlay, select_victims
+from berth.preemption import Victims, nominated_here, overlay, select_victims
 from berth.vocab.planned import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
@@ -54,6 +54,21 @@ REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the sa
 # again for the node (rechecked); refused (the node no longer fits, the pod is unknown, the cache is not
 # synced); or the Binding write failed.
 BIND_OUTCOMES = ("confirmed", "rechecked", "refused", "failed")
+
+
+# How long after berth's answer to a preemption a new one waits while the victims of the node kube
+# chose are going (their deletion reaches kube-scheduler's cache within a second or two).
+SETTLING_SECONDS = 15.0
+
+
+@dataclass(slots=True)
+class Preempting:
+    """berth's last answer to kube-scheduler's preemption for a pod: when, and per node its victims and
+    kube's; told: the events of the node kube chose are recorded."""
+
+    at: float
+    nodes: dict[str, tuple[Victims, list[Pod]]]
+    told: bool = False
 
 
 class Cluster(Protocol):
@@ -120,6 +135,8 @@ class Placer:
         self._refusals: dict[str, tuple[str, float]] = {}
         self._unasked_notes: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
+        # Per preemptor: berth's last answer to kube's preemption (berth.preemption).
+        self._preempted: dict[str, Preempting] = {}
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, pod: Pod, decision: Decision) -> Remembered:
@@ -279,6 +296,8 @@ class Placer:
             return wire.ExtenderFilterResult(
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(_names(asked), reason)
             )
+        if pod.nominated_node and self._preempted:
+            await self._tell_preemption(pod)
         remembered, decision = self._decide(pod, asked)
         await self._warn_once(pod, decision)
         if decision.error is not None and decision.error.code == 400:
@@ -309,6 +328,15 @@ class Placer:
         if not self.cluster.ready():
             return wire.ExtenderPreemptionResult()  # no node: preemption does not go ahead
         pod = pod_from_k8s(args.pod)
+        key = pod.uid or pod.key
+        under_way = self._room_being_made(key)
+        if under_way is not None:
+            # kube-scheduler's own guard (PodEligibleToPreemptOthers: a terminating victim on the
+            # nominated node) misses this when the nomination or the victims' end has not reached its
+            # cache yet: preempting again would evict elsewhere too. No candidate: the pod is tried
+            # again when the victims' deletion reaches kube-scheduler, and fits on that node.
+            log.info("preemption for %s already made room on %s: not preempting again", pod.key, under_way)
+            return wire.ExtenderPreemptionResult()
         proposed: dict[str, list[str]] = {}
         for node, meta in (args.node_name_to_meta_victims or {}).items():
             proposed[node] = [m.uid for m in (meta.pods or [])]
@@ -316,7 +344,18 @@ class Placer:
             pods = (full or {}).get("Pods") or []
             proposed[node] = [((p.get("metadata") or {}).get("uid") or "") for p in pods]
         # The fewest victims under kube's filters (as berth models them) and berth's rules together.
-        chosen = select_victims(pod, self.cluster.view, self.offline, proposed, seed=seed_for(pod))
+        view = self.cluster.view
+        chosen = select_victims(pod, view, self.offline, proposed, seed=seed_for(pod))
+        if len(self._preempted) >= DECISION_CACHE:
+            self._preempted.clear()
+        self._preempted[key] = Preempting(
+            time.monotonic(),
+            {
+                node: (victims, [p for uid in proposed[node] if (p := view.pod_by_uid(uid)) is not None])
+                for node, victims in chosen.items()
+                if victims.pods
+            },
+        )
         # A node kube proposed with victims keeps at least one (kube up to v1.37 refuses an empty list).
         return wire.ExtenderPreemptionResult(
             node_name_to_meta_victims={
@@ -327,6 +366,45 @@ class Placer:
                 for node, victims in chosen.items()
                 if victims.pods or not proposed[node]
             }
+        )
+
+    def _room_being_made(self, key: str) -> str | None:
+        """The node of berth's last preemption answer for the pod where every victim is now deleting
+        or gone, within SETTLING_SECONDS of it: kube-scheduler preempted there, and the room is being
+        made."""
+        last = self._preempted.get(key)
+        if last is None or time.monotonic() - last.at > SETTLING_SECONDS:
+            return None
+        view = self.cluster.view
+        for node, (victims, _) in last.nodes.items():
+            if all((p := view.pod(v.key)) is None or p.uid != v.uid or p.deleting for v in victims.pods):
+                return node
+        return None
+
+    async def _tell_preemption(self, pod: Pod) -> None:
+        """Once kube-scheduler has nominated a preemptor to a node (it evicted there), what berth chose
+        of the victims and why, where it differs from kube's dry run: an event on each victim berth
+        added, naming the rule and the preemptor, and one on the preemptor naming berth's victims and
+        kube's it spared. Pods of other namespaces are counted, never named, to the preemptor (and do
+        not learn its name)."""
+        answer = self._preempted.get(pod.uid or pod.key)
+        node = pod.nominated_node
+        if answer is None or answer.told or node not in answer.nodes:
+            return
+        answer.told = True
+        victims, kubes = answer.nodes[node]
+        kube_keys = {p.key for p in kubes}
+        added = [p for p in victims.pods if p.key not in kube_keys]
+        spared = [p for p in kubes if p.key not in {v.key for v in victims.pods}]
+        if not added and not spared:
+            return  # kube's victims, as kube chose them: its own events say so
+        for victim in added:
+            why = victims.reason_of(victim)
+            who = f"{pod.name} (priority {pod.priority})" if victim.namespace == pod.namespace else "a pod"
+            message = f"evicted on {node} for {who}: with this pod there, berth refuses it: {why}"
+            await self.recorder(victim, [Event("Normal", "PreemptedForBerthRule", message)])
+        await self.recorder(
+            pod, [Event("Normal", "BerthPreemption", _preemption_message(pod, node, added, spared, victims))]
         )
 
     async def prioritize(self, args: wire.ExtenderArgs) -> list[wire.HostPriority]:
@@ -487,3 +565,23 @@ RECORD_ENCODER = msgspec.json.Encoder()
 def _round(value: float) -> float | int:
     rounded = round(value, 6)
     return int(rounded) if rounded == int(rounded) else rounded
+
+
+def _preemption_message(pod: Pod, node: str, added: list[Pod], spared: list[Pod], victims: Victims) -> str:
+    def named(pods: list[Pod], why: bool) -> str:
+        own = [p for p in pods if p.namespace == pod.namespace]
+        text = ", ".join(f"{p.name} ({victims.reason_of(p)})" if why else p.name for p in own)
+        others = len(pods) - len(own)
+        if others:
+            text += f"{', ' if own else ''}{others} pod(s) of other namespaces"
+        return text
+
+    message = f"preempting on {node}, berth chose the victims"
+    if added:
+        message += f": added {named(added, True)}"
+    if spared:
+        message += (
+            f"{';' if added else ':'} spared {named(spared, False)}, which kube-scheduler's dry run chose"
+        )
+        message += " (the room is made without them)"
+    return message
