@@ -386,6 +386,15 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _kube_sample() -> str:
+    """berth serve --kube-sample as the chart renders it from the shipped scheduler configuration."""
+    config = yaml.safe_load((ROOT / "manifests/scheduler/scheduler-config.yaml").read_text())
+    top = config.get("percentageOfNodesToScore", 0)
+    return ",".join(
+        f"{p['schedulerName']}={p.get('percentageOfNodesToScore', top)}" for p in config["profiles"]
+    )
+
+
 def _berth_scheduler_config(extender_port: int) -> str:
     config = yaml.safe_load((ROOT / "manifests/scheduler/scheduler-config.yaml").read_text())
     config["leaderElection"] = {"leaderElect": False}
@@ -421,6 +430,7 @@ class Harness:
             self.port = free_port()
             self.log = self.cp.logs / "berth-extender.log"
             argv = [sys.executable, "-m", "berth.cli", "serve", "--kubeconfig", str(self.cp.kubeconfig)]
+            argv += ["--kube-sample", _kube_sample()]
             self.extender = subprocess.Popen(
                 [*argv, "--port", str(self.port), "--log-level", "warning"],
                 stdout=self.log.open("w"),

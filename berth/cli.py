@@ -631,6 +631,7 @@ def _in_namespace(obj: dict[str, Any], namespace: str | None, default: str, path
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from berth.extender.sample import parse_profiles
     from berth.extender.serve import MetricsPort, serve
 
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -648,6 +649,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--metrics-auth delegated asks the API server who may scrape: with --cluster, use none"
         )
     config = _allocator_config(args.config)
+    try:
+        kube_sample = parse_profiles(args.kube_sample)
+    except ValueError as exc:
+        raise BerthError(str(exc)) from None
     metrics = None
     if args.metrics_port:
         metrics = MetricsPort(
@@ -669,6 +674,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         placement_events=_placement_events(args.placement_events),
         follow_lease=args.follow_lease,
         identity=args.identity,
+        kube_sample=kube_sample,
     )
     return 0
 
@@ -1029,6 +1035,15 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     srv.add_argument("--tls-key", metavar="FILE")
     srv.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     srv.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    srv.add_argument(
+        "--kube-sample",
+        metavar="PROFILE=PERCENT,...",
+        default="",
+        help="kube-scheduler's percentageOfNodesToScore for each profile that asks this extender (0: "
+        "kube's adaptive default). For a pod of such a profile whose rules few nodes meet, berth looks "
+        "past kube's sample and hands the pod over to a node outside it; a profile not listed is "
+        "taken as asking about every node",
+    )
     srv.add_argument(
         "--reservation-seconds",
         type=float,

@@ -95,7 +95,11 @@ class Stack:
         self.port = free_port()
         self.scheme = "https" if https else "http"
         python = [sys.executable, "-m", "berth.cli"]
-        serve = [*python, "serve", "--kubeconfig", str(cp.kubeconfig), "--port", str(self.port), *serve_args]
+        # What the chart tells berth serve of its kube-scheduler's profiles (charts/berth, berth.kubeSample).
+        shipped = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+        sample = f"{scheduler}={shipped['percentageOfNodesToScore']},{scheduler}-exhaustive=100"
+        serve = [*python, "serve", "--kubeconfig", str(cp.kubeconfig), "--port", str(self.port)]
+        serve += ["--kube-sample", sample, *serve_args]
         if https:
             self.certs = self_signed(cp.workdir / f"{scheduler}-extender-tls", ["127.0.0.1"])
             serve += ["--tls-cert", str(self.certs.cert), "--tls-key", str(self.certs.key)]
@@ -178,6 +182,8 @@ class Stack:
         else:
             config["leaderElection"] = {"leaderElect": False}
         config["profiles"][0]["schedulerName"] = self.scheduler_name
+        for profile in config["profiles"][1:]:  # the exhaustive profile, named after this scheduler
+            profile["schedulerName"] = f"{self.scheduler_name}-exhaustive"
         extender = config["extenders"][0]
         extender["urlPrefix"] = self.url
         if self.https:

@@ -78,9 +78,15 @@ def test_the_generated_scheduler_configuration_keeps_what_berth_relies_on():
     text = render_chart.SCHEDULER_CONFIG.read_text()
     assert text.startswith("# Generated from charts/berth")
     config = yaml.safe_load(text)
-    assert config["percentageOfNodesToScore"] == 100
+    # kube's adaptive sample, and a profile that asks about every node (docs/extender.md)
+    assert config["percentageOfNodesToScore"] == 0
     assert config["profiles"] == [
-        {"schedulerName": "berth-scheduler", "plugins": {"score": {"disabled": [{"name": "*"}]}}}
+        {"schedulerName": "berth-scheduler", "plugins": {"score": {"disabled": [{"name": "*"}]}}},
+        {
+            "schedulerName": "berth-scheduler-exhaustive",
+            "percentageOfNodesToScore": 100,
+            "plugins": {"score": {"disabled": [{"name": "*"}]}},
+        },
     ]
     (extender,) = config["extenders"]
     assert extender["urlPrefix"].startswith("http://127.0.0.1:")
@@ -333,3 +339,36 @@ def test_every_dashboard_query_reads_series_berth_or_kube_scheduler_exports(helm
         for target in panel["targets"]:
             series = _series(target["expr"])
             assert series and series <= known, (panel["title"], series - known)
+
+
+def test_berth_serve_is_told_the_sample_kube_scheduler_is_configured_with(helm):
+    for values, told in (
+        ((), "berth-scheduler=0,berth-scheduler-exhaustive=100"),
+        (
+            ("--set", "scheduler.percentageOfNodesToScore=100"),
+            "berth-scheduler=100,berth-scheduler-exhaustive=100",
+        ),
+        (
+            ("--set", "scheduler.percentageOfNodesToScore=20", "--set", "scheduler.exhaustiveProfile=false"),
+            "berth-scheduler=20",
+        ),
+    ):
+        objects = helm(*values)
+        deployment = next(
+            o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-scheduler")
+        )
+        (extender,) = [
+            c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "extender"
+        ]
+        assert f"--kube-sample={told}" in extender["args"]
+        config_map = next(
+            o
+            for o in objects
+            if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("scheduler-config")
+        )
+        config = yaml.safe_load(config_map["data"]["config.yaml"])
+        profiles = {
+            p["schedulerName"]: p.get("percentageOfNodesToScore", config["percentageOfNodesToScore"])
+            for p in config["profiles"]
+        }
+        assert ",".join(f"{k}={v}" for k, v in profiles.items()) == told

@@ -73,6 +73,16 @@ class Metrics:
         )
         for verb in _decoders:
             self.errors.labels(verb)  # shown at 0, so that a rate over it exists before the first error
+        self.sample = Counter(
+            "berth_sample_total",
+            "Pods kube-scheduler asked about a sample of the nodes: decided over the sample (decided), "
+            "their rules thin there so decided over every node with the best node in the sample "
+            "(widened), handed over to a node outside it (handed_over), or refused (refused).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in ("decided", "widened", "handed_over", "refused"):
+            self.sample.labels(outcome)
         self.names = Counter(
             "berth_filter_node_names_total",
             "Filter calls by how their node names were read: found from the bytes, or decoded.",
@@ -220,6 +230,7 @@ def create_app(placer: Placer) -> HotVerbs:
     # Per decision, per bind, per filter: each label's child looked up once, not on every call.
     placer.observe = _counting(metrics.decisions)
     placer.observe_bind = _counting(metrics.binds)
+    placer.observe_sample = _counting(metrics.sample)
     placer.read_names = _counting(metrics.names)
     app.state.placer = placer
     app.state.metrics = metrics

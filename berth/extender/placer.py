@@ -15,7 +15,7 @@ import logging
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide
 from berth.errors import BerthError
 from berth.extender import wire
+from berth.extender.sample import HandOvers, sampled, thin
 from berth.preemption import Victims, nominated_here, overlay, select_victims
 from berth.vocab.planned import EVENT as PLANNED_EVENT
 
@@ -80,6 +81,7 @@ class Cluster(Protocol):
 
 
 Binder = Callable[[Pod, str, dict[str, str]], Awaitable[None]]  # pod, node, annotations for the pod
+Nominator = Callable[[Pod, str], Awaitable[None]]  # writes the pod's status.nominatedNodeName
 Recorder = Callable[[Pod, list[Event]], Awaitable[None]]
 
 
@@ -115,6 +117,8 @@ class Placer:
         placement_events: Iterable[str] = (),
         digest: str = "",
         leadership: Any = None,
+        kube_sample: Mapping[str, int] | None = None,
+        nominate: Nominator | None = None,
     ) -> None:
         self.cluster = cluster
         # berth serve --follow-lease: filter only as the leader's sidecar after a fresh list, bind only
@@ -137,6 +141,12 @@ class Placer:
         self._warned: set[str] = set()
         # Per preemptor: berth's last answer to kube's preemption (berth.preemption).
         self._preempted: dict[str, Preempting] = {}
+        # kube-scheduler's percentageOfNodesToScore per profile (berth serve --kube-sample): for a pod
+        # of one of them, berth looks past kube's sample when its rules are thin (berth.extender.sample).
+        self.kube_sample = dict(kube_sample or {})
+        self.nominate = nominate
+        self.handovers = HandOvers()
+        self.observe_sample: Callable[[str], None] = lambda outcome: None
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, pod: Pod, decision: Decision) -> Remembered:
@@ -298,6 +308,8 @@ class Placer:
             )
         if pod.nominated_node and self._preempted:
             await self._tell_preemption(pod)
+        if self.kube_sample and pod.nominated_node:
+            self.handovers.attempt(pod.uid or pod.key, pod.nominated_node, _names(asked))
         remembered, decision = self._decide(pod, asked)
         await self._warn_once(pod, decision)
         if decision.error is not None and decision.error.code == 400:
@@ -306,6 +318,10 @@ class Placer:
             return wire.ExtenderFilterResult(
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(_names(asked), reason)
             )
+        if self.kube_sample:  # (an invalid specification was answered above)
+            handed = await self._past_the_sample(pod, asked, decision)
+            if handed is not None:
+                return handed
         if decision.chosen is not None:
             # Decided: the one node, no failure map. The scheduler skips scoring with one node left.
             self.cluster.reserve(pod, decision.chosen)
@@ -319,6 +335,51 @@ class Placer:
         return wire.ExtenderFilterResult(
             node_names=[], failed_nodes=failed or None, failed_and_unresolvable_nodes=unresolvable or None
         )
+
+    async def _past_the_sample(
+        self, pod: Pod, asked: list[str] | Found, decision: Decision
+    ) -> wire.ExtenderFilterResult | None:
+        """For a pod kube-scheduler asked about a sample of the nodes, whose hard rules leave fewer of
+        them than kube's own minimum ("thin"): a decision over every node with kube's filters as berth
+        models them, and, when its node is outside the sample, the hand-over (berth.extender.sample).
+        None: the decision over the sample stands."""
+        percentage = self.kube_sample.get(pod.scheduler_name)
+        view = self.cluster.view
+        if percentage is None or not sampled(len(asked), len(view), percentage):
+            return None
+        feasible = decision.summary.feasible if decision.summary is not None else 0
+        if not thin(feasible, len(asked)):
+            self.observe_sample("decided")
+            return None
+        key = pod.uid or pod.key
+        if pod.nominated_node and not self.handovers.nominated_by_berth(key, pod.nominated_node):
+            return None  # kube-scheduler's own nomination (it preempted there): never written over
+        if self.nominate is None or not self.handovers.allowed(key):
+            self.observe_sample("refused")
+            return None
+        excluded = self.handovers.excluded(key)
+        everywhere = [n for n in view.node_names() if n not in excluded]
+        wide = decide(pod, view, self.offline, candidates=everywhere, seed=seed_for(pod))
+        names = set(_names(asked))
+        if wide.chosen is None or wide.chosen in names:
+            self.observe_sample("widened" if wide.chosen else "refused")
+            return None
+        node = wide.chosen
+        try:
+            await self.nominate(pod, node)
+        except Exception as exc:  # the decision over the sample stands, with its note
+            log.warning("nominating %s for %s failed: %s", node, pod.key, exc)
+            self.observe_sample("refused")
+            return None
+        self.handovers.handed_over(key, node)
+        self.observe_sample("handed_over")
+        message = (
+            f"berth: {node}, outside kube-scheduler's sample ({len(asked)} of {len(view)} nodes), is where "
+            f"berth's rules place the pod ({feasible} of the sample meet them): nominated it, so that "
+            "kube-scheduler's next attempt evaluates it first"
+        )
+        await self.recorder(pod, [Event("Normal", "HandedOver", message.removeprefix("berth: "))])
+        return wire.ExtenderFilterResult(error=message)
 
     async def preempt(self, args: wire.ExtenderPreemptionArgs) -> wire.ExtenderPreemptionResult:
         """kube-scheduler's candidates for preempting, each with the fewest victims that make room under
@@ -337,6 +398,13 @@ class Placer:
             # again when the victims' deletion reaches kube-scheduler, and fits on that node.
             log.info("preemption for %s already made room on %s: not preempting again", pod.key, under_way)
             return wire.ExtenderPreemptionResult()
+        if self.kube_sample.get(pod.scheduler_name, 100) < 100:
+            # Past kube-scheduler's sample a node may fit without evictions: the hand-over, not an
+            # eviction, is the answer there (berth.extender.sample).
+            view = self.cluster.view
+            if decide(pod, view, self.offline, seed=seed_for(pod)).chosen is not None:
+                log.info("no preemption for %s: a node fits it without evictions", pod.key)
+                return wire.ExtenderPreemptionResult()
         proposed: dict[str, list[str]] = {}
         for node, meta in (args.node_name_to_meta_victims or {}).items():
             proposed[node] = [m.uid for m in (meta.pods or [])]

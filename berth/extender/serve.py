@@ -92,6 +92,16 @@ def api_binder(client: KubeClient):
     return bind
 
 
+def api_nominator(client: KubeClient):
+    async def nominate(pod: Pod, node: str) -> None:
+        # The hand-over past kube-scheduler's sample (berth.extender.sample): its next attempt
+        # evaluates the nominated node first.
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        await client.patch(path, {"status": {"nominatedNodeName": node}})
+
+    return nominate
+
+
 def api_recorder(client: KubeClient):
     tasks: set[asyncio.Task] = set()
     instance = socket.gethostname()
@@ -192,6 +202,7 @@ def serve(
     follow_lease: str | None = None,
     identity: str | None = None,
     metrics: MetricsPort | None = None,
+    kube_sample: dict[str, int] | None = None,
 ) -> None:
     host = loopback(host)
     # Before the event loop: a bad kubeconfig, context or credential plugin is one line, at once.
@@ -233,6 +244,8 @@ def serve(
                 recorder=api_recorder(client),
                 placement_events=placement_events,
                 leadership=leadership,
+                kube_sample=kube_sample,
+                nominate=api_nominator(client),
             )
             await live.start()
             if leadership is not None:

@@ -103,8 +103,9 @@ leaderElection:
   leaseDuration: {{ .Values.scheduler.leaderElection.leaseDuration }}
   renewDeadline: {{ .Values.scheduler.leaderElection.renewDeadline }}
   retryPeriod: {{ .Values.scheduler.leaderElection.retryPeriod }}
-# Without this, kube-scheduler hands the extender only a sample of the feasible nodes on large clusters,
-# and a require_with_tag neighbour outside the sample would be missed.
+# kube-scheduler's sample of the feasible nodes (0: its adaptive default). berth decides a pod over the
+# sample; a pod whose berth rules only a few nodes meet is handed over to a node outside it (berth serve
+# --kube-sample, rendered from the same value).
 percentageOfNodesToScore: {{ .Values.scheduler.percentageOfNodesToScore }}
 profiles:
   - schedulerName: {{ .Values.scheduler.name }}
@@ -114,6 +115,16 @@ profiles:
       score:
         disabled:
           - name: "*"
+  {{- if .Values.scheduler.exhaustiveProfile }}
+  # Every node for every pod, at the cost of a filter pass over all of them: for workloads made of
+  # rules few nodes meet (docs/extender.md, "percentageOfNodesToScore").
+  - schedulerName: {{ .Values.scheduler.name }}-exhaustive
+    percentageOfNodesToScore: 100
+    plugins:
+      score:
+        disabled:
+          - name: "*"
+  {{- end }}
 extenders:
   - urlPrefix: "http://127.0.0.1:{{ .Values.extender.port }}"
     filterVerb: filter
@@ -138,4 +149,11 @@ extenders:
 {{- else -}}
 {{- toYaml $config -}}
 {{- end -}}
+{{- end -}}
+
+
+{{/* berth serve --kube-sample: each profile's percentageOfNodesToScore, as the scheduler configuration sets it. */}}
+{{- define "berth.kubeSample" -}}
+{{ .Values.scheduler.name }}={{ .Values.scheduler.percentageOfNodesToScore }}
+{{- if .Values.scheduler.exhaustiveProfile }},{{ .Values.scheduler.name }}-exhaustive=100{{ end }}
 {{- end -}}

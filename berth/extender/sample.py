@@ -1,0 +1,134 @@
+"""kube-scheduler's sample of nodes, as the extender sees it, and the hand-over of a pod whose rules only
+nodes outside the sample meet.
+
+kube-scheduler stops its filter pass once it has found `numFeasibleNodesToFind` feasible nodes (at least
+100; `percentageOfNodesToScore` of the cluster, by default 50 % less one point per 125 nodes, at least
+5 %) and asks the extender about those only: a rule that only a few nodes meet (a `require_with_tag`
+neighbour, MATCH_TAG, a trait, strict `near`) may find none of them in the sample. berth then looks past
+it (berth.extender.placer): a pod whose hard rules leave fewer nodes than kube's own minimum ("thin")
+is decided over every node with the model of kube's filters `berth simulate` uses, and when the best
+node is outside the sample the pod is handed over to it: berth writes it as the pod's
+`status.nominatedNodeName` and answers the attempt with an error, so that kube-scheduler's next attempt
+evaluates that node first (schedule_one.go, evaluateNominatedNode), filters and extender included, with
+no preemption and no full pass. An error, not a refusal: kube runs no PostFilter, so neither a
+preemption dry run nor a clearing of the nomination follows.
+
+The hand-over never depends on luck: a node kube rejected (the next attempt came with other nodes) is
+not nominated again for that pod for a while, a pod is handed over at most HANDOVERS_AT_MOST times in
+HANDOVER_WINDOW, and a nomination kube-scheduler made itself (preemption) is never written over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+MIN_FEASIBLE_NODES = 100  # kube's minFeasibleNodesToFind
+MIN_FEASIBLE_PERCENTAGE = 5  # kube's minFeasibleNodesPercentageToFind
+DEFAULT_PERCENTAGE = 0  # kube's default percentageOfNodesToScore: adaptive
+HANDOVERS_AT_MOST = 3
+HANDOVER_WINDOW = 600.0  # seconds
+REJECTED_FOR = 60.0  # seconds a node kube rejected is not nominated again for the same pod
+KEPT_AT_MOST = 10_000
+
+
+def feasible_nodes_to_find(percentage: int, nodes: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind (pkg/scheduler/schedule_one.go): how many feasible nodes
+    its filter pass looks for before it stops, over a cluster of `nodes` nodes."""
+    if nodes < MIN_FEASIBLE_NODES:
+        return nodes
+    if percentage == 0:
+        percentage = max(50 - nodes // 125, MIN_FEASIBLE_PERCENTAGE)
+    found = nodes * percentage // 100
+    return max(found, MIN_FEASIBLE_NODES)
+
+
+def parse_profiles(text: str) -> dict[str, int]:
+    """`berth serve --kube-sample`: PROFILE=PERCENT[,PROFILE=PERCENT...] as kube-scheduler's
+    configuration sets percentageOfNodesToScore per profile (0: kube's adaptive default)."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip() or not value.strip().isdigit() or int(value) > 100:
+            raise ValueError(
+                f"--kube-sample: {part!r} is not PROFILE=PERCENT with PERCENT from 0 to 100 "
+                "(0 is kube-scheduler's adaptive default)"
+            )
+        out[name.strip()] = int(value)
+    return out
+
+
+def sampled(asked: int, nodes: int, percentage: int) -> bool:
+    """kube-scheduler stopped its filter pass early: it asked about as many nodes as it looks for, fewer
+    than the cluster's (a full pass asks about fewer: only the nodes its filters accept)."""
+    if percentage >= 100 or asked >= nodes:
+        return False
+    return asked >= feasible_nodes_to_find(percentage, nodes)
+
+
+def thin(feasible: int, asked: int) -> bool:
+    """berth's hard rules leave fewer of the asked nodes than kube-scheduler's own minimum of feasible
+    nodes: the sample may hold none of, or not the best of, the nodes the rules want."""
+    return feasible < min(MIN_FEASIBLE_NODES, asked)
+
+
+@dataclass
+class _Pod:
+    times: list[float] = field(default_factory=list)  # when it was handed over, within the window
+    node: str = ""  # the node it was last handed over to
+    rejected: dict[str, float] = field(default_factory=dict)  # node -> until when it is not nominated
+
+
+class HandOvers:
+    """What berth remembers of the pods it handed over: the loop guard."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._pods: dict[str, _Pod] = {}
+
+    def _of(self, key: str) -> _Pod:
+        pod = self._pods.get(key)
+        if pod is None:
+            if len(self._pods) >= KEPT_AT_MOST:
+                self._pods.clear()
+            pod = self._pods[key] = _Pod()
+        return pod
+
+    def nominated_by_berth(self, key: str, node: str) -> bool:
+        found = self._pods.get(key)
+        return found is not None and found.node == node
+
+    def attempt(self, key: str, nominated: str, asked: list[str]) -> None:
+        """A new attempt for the pod: if berth handed it over to `nominated` and kube asks about other
+        nodes (or more), kube's filters rejected that node: it is excluded for a while."""
+        found = self._pods.get(key)
+        if found is None or not found.node or found.node != nominated:
+            return
+        if asked != [nominated]:
+            found.rejected[nominated] = self.clock() + REJECTED_FOR
+            found.node = ""
+
+    def excluded(self, key: str) -> set[str]:
+        found = self._pods.get(key)
+        if found is None:
+            return set()
+        now = self.clock()
+        found.rejected = {n: until for n, until in found.rejected.items() if until > now}
+        return set(found.rejected)
+
+    def allowed(self, key: str) -> bool:
+        found = self._pods.get(key)
+        if found is None:
+            return True
+        now = self.clock()
+        found.times = [t for t in found.times if now - t < HANDOVER_WINDOW]
+        return len(found.times) < HANDOVERS_AT_MOST
+
+    def handed_over(self, key: str, node: str) -> None:
+        pod = self._of(key)
+        pod.times.append(self.clock())
+        pod.node = node
+
+    def bound(self, key: str) -> None:
+        self._pods.pop(key, None)

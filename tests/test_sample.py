@@ -1,0 +1,298 @@
+"""kube-scheduler's sample as the extender sees it, and the hand-over's loop guard
+(berth.extender.sample)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from berth.extender.sample import (
+    HANDOVER_WINDOW,
+    HANDOVERS_AT_MOST,
+    REJECTED_FOR,
+    HandOvers,
+    feasible_nodes_to_find,
+    parse_profiles,
+    sampled,
+    thin,
+)
+
+
+# kube-scheduler's own table (pkg/scheduler/schedule_one_test.go, TestNumFeasibleNodesToFind, v1.36.3):
+# (the profile's or else the global percentage, 0 when neither is set; nodes; feasible nodes to find).
+@pytest.mark.parametrize(
+    ("percentage", "nodes", "want"),
+    [
+        (0, 10, 10),  # not set, not more than 50 nodes
+        (40, 10, 10),  # set, not more than 50 nodes
+        (0, 1000, 420),  # not set, more than 50
+        (40, 1000, 400),  # profile's 40 (over a global 100)
+        (0, 6000, 300),  # not set, more than 50 x 125: the 5 % floor
+        (40, 6000, 2400),
+        (0, 100, 100),
+        (0, 120, 100),  # the floor of 100 nodes
+        (0, 5000, 500),  # 50 - 40 = 10 %
+        (100, 5000, 5000),
+    ],
+)
+def test_feasible_nodes_to_find_is_kube_schedulers(percentage, nodes, want):
+    assert feasible_nodes_to_find(percentage, nodes) == want
+
+
+def test_a_sample_is_an_early_stop_below_the_clusters_size():
+    assert sampled(500, 5000, 0)
+    assert not sampled(499, 5000, 0)  # a full pass found fewer: every other node failed kube's filters
+    assert not sampled(5000, 5000, 0)
+    assert not sampled(500, 5000, 100)  # the exhaustive profile never samples
+    assert not sampled(60, 60, 0)
+
+
+def test_thin_is_fewer_than_kubes_minimum_of_feasible_nodes():
+    assert thin(0, 500) and thin(99, 500)
+    assert not thin(100, 500) and not thin(500, 500)
+    assert not thin(1, 1)  # the nominated node alone, evaluated again
+
+
+def test_the_profiles_are_read_as_kube_schedulers_configuration_sets_them():
+    assert parse_profiles("berth-scheduler=0,berth-scheduler-exhaustive=100") == {
+        "berth-scheduler": 0,
+        "berth-scheduler-exhaustive": 100,
+    }
+    assert parse_profiles("") == {}
+    for bad in ("berth-scheduler", "x=101", "=5", "x=-1"):
+        with pytest.raises(ValueError, match="PROFILE=PERCENT"):
+            parse_profiles(bad)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_node_kube_rejected_is_not_nominated_again_for_a_while():
+    clock = Clock()
+    guard = HandOvers(clock)
+    guard.handed_over("p", "n7")
+    assert guard.nominated_by_berth("p", "n7")
+    guard.attempt("p", "n7", ["n7"])  # kube evaluated the nominated node: nothing to learn
+    assert guard.excluded("p") == set()
+    guard.attempt("p", "n7", ["n1", "n2"])  # kube asked about others: its filters rejected n7
+    assert guard.excluded("p") == {"n7"}
+    assert not guard.nominated_by_berth("p", "n7")
+    clock.now += REJECTED_FOR + 1
+    assert guard.excluded("p") == set()
+
+
+def test_a_pod_is_handed_over_a_bounded_number_of_times_in_the_window():
+    clock = Clock()
+    guard = HandOvers(clock)
+    for i in range(HANDOVERS_AT_MOST):
+        assert guard.allowed("p")
+        guard.handed_over("p", f"n{i}")
+    assert not guard.allowed("p")
+    assert guard.allowed("other")
+    clock.now += HANDOVER_WINDOW + 1
+    assert guard.allowed("p")
+
+
+def test_a_nomination_berth_did_not_write_is_not_berths():
+    guard = HandOvers()
+    assert not guard.nominated_by_berth("p", "n1")  # kube-scheduler's own (preemption)
+    guard.attempt("p", "n1", ["n2"])
+    assert guard.excluded("p") == set()
+
+
+# -- the extender's filter over a sample ---------------------------------------------------------------
+
+
+def _placer(nodes: int, *, handed: list, events: list):
+    from berth.extender.placer import Placer
+    from berth.extender.serve import SnapshotCluster
+    from berth.pipeline import default_pipeline
+    from tests.builders import node, pod, view
+
+    v = view(
+        *(node(f"n{i:03d}") for i in range(nodes)),
+        pod("db", node=f"n{nodes - 1:03d}", tags=["db"]),
+    )
+
+    async def nothing(*_):
+        return None
+
+    async def nominate(p, node_name):
+        handed.append((p.name, node_name))
+
+    async def record(p, evs):
+        events.extend((p.name, e.reason, e.message) for e in evs)
+
+    return Placer(
+        SnapshotCluster(v),
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=nothing,
+        recorder=record,
+        kube_sample={"berth-scheduler": 0},
+        nominate=nominate,
+    )
+
+
+def _filter(placer, pod_obj, names):
+    import asyncio
+
+    from berth.extender import wire
+
+    args = wire.ExtenderFilterArgs(pod=pod_obj, node_names=orjson.dumps(names))
+    return asyncio.run(placer.filter(args))
+
+
+def _wants_db(**status):
+    from tests.builders import pod
+
+    body = pod("app", uid="uid-app", affinity={"require_with_tag": ["db"]})
+    body["spec"]["schedulerName"] = "berth-scheduler"
+    if status:
+        body["status"] = {**body["status"], **status}
+    return body
+
+
+def test_a_thin_pod_whose_node_is_outside_the_sample_is_handed_over_to_it():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    sample = [f"n{i:03d}" for i in range(100)]  # kube found 100 feasible nodes and stopped
+    answer = _filter(placer, _wants_db(), sample)
+    assert handed == [("app", "n119")]
+    assert answer.error.startswith("berth: n119, outside kube-scheduler's sample (100 of 120 nodes)")
+    assert [e[1] for e in events] == ["HandedOver"]
+    # kube's next attempt evaluates the nominated node alone: berth accepts it.
+    again = _filter(placer, _wants_db(nominatedNodeName="n119"), ["n119"])
+    assert again.node_names == ["n119"] and len(handed) == 1
+
+
+def test_a_node_kube_rejected_after_the_hand_over_is_not_nominated_again():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    sample = [f"n{i:03d}" for i in range(100)]
+    _filter(placer, _wants_db(), sample)
+    # kube's filters refused n119 (berth's model disagreed): the next attempt came with a sample again.
+    answer = _filter(placer, _wants_db(nominatedNodeName="n119"), sample)
+    assert handed == [("app", "n119")]  # not nominated again
+    assert answer.node_names == [] and answer.error in (None, "")
+
+
+def test_kube_schedulers_own_nomination_is_never_written_over():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    sample = [f"n{i:03d}" for i in range(100)]
+    _filter(placer, _wants_db(nominatedNodeName="n005"), sample)  # preemption nominated it there
+    assert handed == []
+
+
+def test_a_pod_kube_asked_about_every_feasible_node_is_not_widened():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    answer = _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(99)])  # a full pass: 99 passed
+    assert handed == [] and answer.node_names == []
+
+
+def test_a_pod_without_thin_rules_is_decided_over_the_sample():
+    from tests.builders import pod
+
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    plain = pod("plain", uid="uid-plain")
+    plain["spec"]["schedulerName"] = "berth-scheduler"
+    answer = _filter(placer, plain, [f"n{i:03d}" for i in range(100)])
+    assert handed == [] and answer.node_names and answer.node_names[0] in {f"n{i:03d}" for i in range(100)}
+
+
+# -- the property: never refused because of the sample --------------------------------------------------
+
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def sampled_worlds(draw: st.DrawFn) -> dict:
+    """A cluster of 100 to 220 nodes, some tainted (kube's filters refuse them), a few holding a tagged
+    pod; a pod that requires the tag, or one without a rule; kube's sample of the nodes its filters
+    accept, from a random start as kube's rotating pass would give."""
+    count = draw(st.integers(100, 220))
+    tainted = set(draw(st.lists(st.integers(0, count - 1), max_size=20)))
+    holders = draw(st.lists(st.integers(0, count - 1), max_size=4, unique=True))
+    wants = draw(st.booleans())
+    start = draw(st.integers(0, count - 1))
+    return {"count": count, "tainted": tainted, "holders": holders, "wants": wants, "start": start}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sampled_worlds())
+def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(world):
+    from berth.cluster.convert import pod_from_k8s
+    from berth.engine import decide
+    from berth.extender.placer import Placer, seed_for
+    from berth.extender.serve import SnapshotCluster
+    from berth.pipeline import default_pipeline
+    from tests.builders import node, pod, view
+
+    count = world["count"]
+    names = [f"n{i:03d}" for i in range(count)]
+    noschedule = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    objects = [node(n, taints=noschedule if i in world["tainted"] else None) for i, n in enumerate(names)]
+    objects += [pod(f"db-{i}", node=names[i], tags=["db"]) for i in world["holders"]]
+    v = view(*objects)
+    handed: list[tuple[str, str]] = []
+
+    async def nothing(*_):
+        return None
+
+    async def nominate(p, node_name):
+        handed.append((p.name, node_name))
+
+    online, offline = default_pipeline(offline=False), default_pipeline(offline=True)
+    placer = Placer(
+        SnapshotCluster(v),
+        online=online,
+        offline=offline,
+        binder=nothing,
+        recorder=nothing,
+        kube_sample={"berth-scheduler": 0},
+        nominate=nominate,
+    )
+    body = pod("app", uid="uid-app", affinity={"require_with_tag": ["db"]} if world["wants"] else None)
+    body["spec"]["schedulerName"] = "berth-scheduler"
+    # kube's pass: from its start, the nodes its filters accept, until it has found enough
+    accepted = [names[(world["start"] + i) % count] for i in range(count)]
+    accepted = [n for n in accepted if int(n[1:]) not in world["tainted"]]
+    sample = accepted[: feasible_nodes_to_find(0, count)]
+    the_pod = pod_from_k8s(body)
+    everywhere = decide(the_pod, v, offline, seed=seed_for(the_pod))
+    over_sample = decide(the_pod, v, online, candidates=sample, seed=seed_for(the_pod))
+    answer = _filter(placer, body, sample)
+    event("handed over" if handed else ("placed in the sample" if answer.node_names else "refused"))
+    if handed:
+        ((_, node_name),) = handed
+        assert node_name not in sample
+        assert everywhere.node(node_name).feasible  # a node the decision over every node accepts
+        assert answer.error and node_name in answer.error
+    elif everywhere.chosen is not None:
+        assert answer.node_names, "refused because of the sample"
+    if not world["wants"]:  # no thin rule: exactly the decision over the sample
+        assert not handed and answer.node_names == [over_sample.chosen]
+
+
+def test_the_preempt_verb_proposes_no_victims_while_a_node_fits_without_evictions():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    import asyncio
+
+    from berth.extender import wire
+
+    urgent = _wants_db()
+    urgent["spec"]["priority"] = 1000
+    args = wire.ExtenderPreemptionArgs(
+        pod=urgent, node_name_to_meta_victims={"n001": wire.MetaVictims(pods=[])}
+    )
+    assert not asyncio.run(placer.preempt(args)).node_name_to_meta_victims  # n119 fits, no eviction
