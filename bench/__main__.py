@@ -168,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-new", type=int, help="new pods per scale run (default 1000; quick 100)")
     parser.add_argument(
         "--e2e-shape",
-        choices=("spread", "preferred"),
+        choices=("plain", "spread", "preferred"),
         default="spread",
-        help="the scale runs' rule: spread (required anti-affinity against require_without_tag) or "
-        "preferred (preferred anti-affinity, kube's term for both schedulers)",
+        help="the scale runs' rule: plain (none), spread (required anti-affinity against "
+        "require_without_tag) or preferred (preferred anti-affinity, kube's term for both schedulers)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args(argv)

@@ -534,11 +534,14 @@ SCALE_HEADERS = [
 ]
 SCALE_RATIO_HEADERS = ["nodes", "existing", "new", "berth pods/s", "kube-scheduler pods/s", "ratio"]
 SCALE_GROUPS = 50
-# The scale shapes: the runs of each, the built-in rule's first. `spread`: each new pod must avoid the
-# nodes of its group (kube's required anti-affinity against berth's require_without_tag); `preferred`:
-# each prefers to avoid them (scheduler_perf's SchedulingPreferredPodAntiAffinity), the same kube term
-# for both schedulers, which berth-scheduler scores inside berth's decision (kube/default-score).
+# The scale shapes: the runs of each, the built-in rule's first. `plain`: no rule. `spread`: each new
+# pod must avoid the nodes of its group (kube's required anti-affinity against berth's
+# require_without_tag); `preferred`: each prefers to avoid them (scheduler_perf's
+# SchedulingPreferredPodAntiAffinity), the same kube term for both schedulers, which berth-scheduler
+# scores inside berth's decision (kube/preferences).
 SCALE_SHAPES = {
+    # scheduler_perf's SchedulingBasic: pods with no rule at all (violations are not counted)
+    "plain": (("default-scheduler", "none"), ("berth-scheduler", "none")),
     "spread": (("default-scheduler", "anti-affinity"), ("berth-scheduler", "require_without_tag")),
     "preferred": (
         ("default-scheduler", "preferred-anti-affinity"),
@@ -622,7 +625,7 @@ async def scale_run(
         if not token:
             break
         params["continue"] = token
-    broken = violations(pods)
+    broken = violations(pods) if rule != "none" else 0  # no rule: sharing a node breaks nothing
     # A group at a time: one request for tens of thousands of pods outlasts the API server's timeout.
     await api.each(
         [

@@ -221,7 +221,7 @@ def sampled_worlds(draw: st.DrawFn) -> dict:
     accept, from a random start as kube's rotating pass would give."""
     count = draw(st.integers(100, 220))
     tainted = set(draw(st.lists(st.integers(0, count - 1), max_size=20)))
-    holders = draw(st.lists(st.integers(0, count - 1), max_size=4, unique=True))
+    holders = draw(st.lists(st.integers(0, count - 1), max_size=draw(st.sampled_from([4, 140])), unique=True))
     wants = draw(st.booleans())
     start = draw(st.integers(0, count - 1))
     return {"count": count, "tainted": tainted, "holders": holders, "wants": wants, "start": start}

@@ -27,9 +27,10 @@ from berth.cluster.model import Pod
 from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide
+from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
-from berth.extender.sample import HandOvers, sampled, thin
+from berth.extender.sample import HandOvers, feasible_nodes_to_find, sampled, thin
 from berth.preemption import Victims, nominated_here, overlay, select_victims
 from berth.vocab.planned import EVENT as PLANNED_EVENT
 
@@ -358,9 +359,11 @@ class Placer:
             self.observe_sample("refused")
             return None
         excluded = self.handovers.excluded(key)
-        everywhere = [n for n in view.node_names() if n not in excluded]
-        wide = decide(pod, view, self.offline, candidates=everywhere, seed=seed_for(pod))
         names = set(_names(asked))
+        nodes, wanted = self._widened(pod, excluded)
+        wide = decide(pod, view, self.offline, candidates=nodes[:wanted], seed=seed_for(pod))
+        if wide.chosen is None and len(nodes) > wanted:  # kube's filters refused those: every one
+            wide = decide(pod, view, self.offline, candidates=nodes, seed=seed_for(pod))
         if wide.chosen is None or wide.chosen in names:
             self.observe_sample("widened" if wide.chosen else "refused")
             return None
@@ -380,6 +383,26 @@ class Placer:
         )
         await self.recorder(pod, [Event("Normal", "HandedOver", message.removeprefix("berth: "))])
         return wire.ExtenderFilterResult(error=message)
+
+    def _widened(self, pod: Pod, excluded: set[str]) -> tuple[list[str], int]:
+        """The nodes a thin pod is decided over past kube's sample: those berth's own rules accept
+        (one decision over every node, as the extender decides), less the ones kube rejected after a
+        hand-over, in a rotation seeded by the pod; and how many of them kube-scheduler would look
+        for. kube's filters, as berth models them, are then asked about these first, the rest only
+        when they refuse them all."""
+        view = self.cluster.view
+        rules = decide(pod, view, self.online, seed=seed_for(pod))
+        refused = rules.failures()
+        accepted = [
+            n
+            for n in view.node_names()
+            if n not in excluded and ((why := refused.get(n)) is None or why.kind is Kind.SET_ASIDE)
+        ]
+        wanted = feasible_nodes_to_find(self.kube_sample.get(pod.scheduler_name, 0), len(view))
+        if len(accepted) > wanted:
+            start = seed_for(pod) % len(accepted)
+            accepted = [*accepted[start:], *accepted[:start]]
+        return accepted, wanted
 
     async def preempt(self, args: wire.ExtenderPreemptionArgs) -> wire.ExtenderPreemptionResult:
         """kube-scheduler's candidates for preempting, each with the fewest victims that make room under
