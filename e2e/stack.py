@@ -4,6 +4,7 @@ and berth-scheduler. The reliability tests use it to crash parts mid-burst."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +235,26 @@ class Stack:
     def stop(self) -> None:
         self.operator.stop()
         self.extender.stop()
+
+
+# The kube-scheduler releases the version-sensitive tests run against: ids and ControlPlane(kubernetes=).
+VERSIONS = {"v1.36": None, "v1.38": "v1.38"}
+
+
+@contextlib.contextmanager
+def running(
+    kubernetes: str | None = None, *, controllers: bool = False, operator: bool = True
+) -> Iterator[Stack]:
+    """A control plane of the release (kube-controller-manager with `controllers`) and berth's stack on
+    it, stopped afterwards whatever happens: the body of a module's `stack` fixture."""
+    cp = ControlPlane(kubernetes=kubernetes)
+    cp.start()
+    stack = Stack(cp)
+    try:
+        if controllers:
+            cp.start_controllers()
+        stack.start(operator=operator)
+        yield stack
+    finally:
+        stack.stop()
+        cp.stop()

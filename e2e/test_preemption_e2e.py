@@ -16,38 +16,23 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controlplane import ControlPlane
-from stack import Stack, until
+from stack import VERSIONS, Stack, running, until
 
 LOW, HIGH = "berth-e2e-low", "berth-e2e-high"
 
 
-@pytest.fixture(scope="module", params=[None, "v1.38"], ids=["v1.36", "v1.38"])
+@pytest.fixture(scope="module", params=list(VERSIONS.values()), ids=list(VERSIONS))
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    cp = ControlPlane(kubernetes=request.param)
-    cp.start()
-    stack = Stack(cp)
-    try:
-        cp.start_controllers()
-        stack.start()
+    with running(request.param, controllers=True) as stack:
         for name, value in ((LOW, 10), (HIGH, 1000)):
-            cp.kubectl(
-                "apply",
-                "-f",
-                "-",
-                input=json.dumps(
-                    {
-                        "apiVersion": "scheduling.k8s.io/v1",
-                        "kind": "PriorityClass",
-                        "metadata": {"name": name},
-                        "value": value,
-                    }
-                ),
-            )
+            priority_class = {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+            stack.cp.kubectl("apply", "-f", "-", input=json.dumps(priority_class))
         yield stack
-    finally:
-        stack.stop()
-        cp.stop()
 
 
 _cases = 0

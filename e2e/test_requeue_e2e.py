@@ -16,25 +16,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controlplane import ControlPlane
-from stack import Stack, until
+from stack import VERSIONS, Stack, running, until
 
 RETRY = "berth.dev/PlacementRetry"
 WITHIN = 20.0  # seconds from the policy's change to the pod's binding
 WEB = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
 
 
-@pytest.fixture(scope="module", params=[None, "v1.38"], ids=["v1.36", "v1.38"])
+@pytest.fixture(scope="module", params=list(VERSIONS.values()), ids=list(VERSIONS))
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    cp = ControlPlane(kubernetes=request.param)
-    cp.start()
-    stack = Stack(cp)
-    try:
-        stack.start()
+    with running(request.param) as stack:
         yield stack
-    finally:
-        stack.stop()
-        cp.stop()
 
 
 _cases = 0

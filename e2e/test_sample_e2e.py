@@ -16,25 +16,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controlplane import ControlPlane
-from stack import Stack, until
+from stack import VERSIONS, Stack, running, until
 
 NODES = 120
 
 
-@pytest.fixture(scope="module", params=[None, "v1.38"], ids=["v1.36", "v1.38"])
+@pytest.fixture(scope="module", params=list(VERSIONS.values()), ids=list(VERSIONS))
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    cp = ControlPlane(kubernetes=request.param)
-    cp.start()
-    stack = Stack(cp)  # the shipped profile: kube's adaptive sample, berth told so
-    try:
-        cp.create_nodes([f"n{i:03d}" for i in range(NODES)], cpu="4", memory="8Gi")
-        stack.start(operator=False)
+    # the shipped profile: kube's adaptive sample, berth told so
+    with running(request.param, operator=False) as stack:
+        stack.cp.create_nodes([f"n{i:03d}" for i in range(NODES)], cpu="4", memory="8Gi")
         stack.wait_nodes(NODES)
         yield stack
-    finally:
-        stack.stop()
-        cp.stop()
 
 
 def _apply(stack: Stack, obj: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from berth.cluster.kubeapi import ApiError
 from berth.operator import requeue
 from berth.operator.handlers import policy_deleted, reconcile
 from tests.builders import pod
+from tests.policy_builders import placement_policy
 
 UNSCHEDULABLE = {
     "phase": "Pending",
@@ -32,15 +33,7 @@ def _waiting(name: str, *, labels=None, policy: str | None = None, **changes: An
 
 
 def _policy(selector: dict[str, Any] | None, tree: dict[str, Any], name: str = "web", generation: int = 1):
-    spec: dict[str, Any] = {"policy": tree}
-    if selector is not None:
-        spec["selector"] = selector
-    return {
-        "apiVersion": "berth.dev/v1alpha1",
-        "kind": "PlacementPolicy",
-        "metadata": {"name": name, "namespace": "shop", "generation": generation},
-        "spec": spec,
-    }
+    return placement_policy(name, tree, namespace="shop", selector=selector, generation=generation)
 
 
 class Client:
