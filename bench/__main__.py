@@ -113,10 +113,14 @@ def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any], s
         f"Scale ({shape}): {new} new pods among pods already bound, {e2e.SCALE_GROUPS} groups ({versions})"
     )
     print(table(title, e2e.SCALE_HEADERS, rows))
-    rule = "required" if shape == "spread" else "preferred"
+    against = {
+        "plain": "kube-scheduler's default profile, no rule",
+        "spread": "kube-scheduler's required pod anti-affinity",
+        "preferred": "kube-scheduler's preferred pod anti-affinity",
+    }[shape]
     print(
         table(
-            f"Scale ({shape}): ratios (berth-scheduler / kube-scheduler's {rule} pod anti-affinity)",
+            f"Scale ({shape}): ratios (berth-scheduler / {against})",
             e2e.SCALE_RATIO_HEADERS,
             ratios,
         )

@@ -146,3 +146,23 @@ def test_a_replica_one_per_host_left_pending_is_bound_within_seconds_of_the_poli
     until("the relaxed policy Ready", lambda: _ready(stack, ns, "spread", generation=2))
     node, took = _bound_within(stack, ns, waiting, start)
     assert node in nodes and took < WITHIN, f"bound {took:.1f}s after the policy was relaxed"
+
+
+def test_a_pod_waiting_for_a_neighbour_to_leave_is_bound_within_seconds_of_its_going(stack: Stack) -> None:
+    """kube-scheduler's own events cover this one: a pod an extender refused is retried on any pod
+    event (its "Extender" registration), the deletion of the neighbour included. Measured, not assumed."""
+    ns, nodes = _case(stack, 1)
+    batch = _pod("batch", ns)
+    batch["metadata"]["annotations"] = {"berth.dev/tags": '["batch"]'}
+    batch["spec"]["nodeName"] = nodes[0]
+    _apply(stack, batch)
+    waits = _pod("web", ns)
+    waits["metadata"]["annotations"] = {"berth.dev/affinity": '{"require_without_tag": ["batch"]}'}
+    _apply(stack, waits)
+    until("web refused", lambda: _unschedulable(stack, ns, "web"))
+    time.sleep(2)
+    stack.cp.kubectl("delete", "pod", "batch", "-n", ns, "--grace-period=0", "--force", "--wait=true")
+    start = time.monotonic()
+    node, took = _bound_within(stack, ns, "web", start)
+    assert node == nodes[0] and took < WITHIN, f"bound {took:.1f}s after its neighbour went"
+    assert _retried(stack, ns, "web") is None  # no write of berth's was needed
