@@ -1023,7 +1023,11 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         description="Serve the kube-scheduler extender verbs (POST /filter /prioritize /bind /preempt), the "
         "Placement Simulation API (POST /simulate), /healthz, /readyz and /metrics. The cluster comes from "
         "list+watch through the kubeconfig (or the pod's service account), or from a snapshot file.",
-        epilog=_examples(prog, "serve --cluster examples/cluster.yaml", "serve --host 0.0.0.0 --port 8888"),
+        epilog=_examples(
+            prog,
+            "serve --cluster examples/cluster.yaml",
+            "serve --port 8888 --kube-sample berth-scheduler=0,berth-scheduler-exhaustive=100",
+        ),
     )
     srv.add_argument("--cluster", metavar="FILE", help="serve from a snapshot file instead of a live cluster")
     add_kubeconfig_args(srv)
