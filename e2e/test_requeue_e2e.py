@@ -149,8 +149,9 @@ def test_a_replica_one_per_host_left_pending_is_bound_within_seconds_of_the_poli
 
 
 def test_a_pod_waiting_for_a_neighbour_to_leave_is_bound_within_seconds_of_its_going(stack: Stack) -> None:
-    """kube-scheduler's own events cover this one: a pod an extender refused is retried on any pod
-    event (its "Extender" registration), the deletion of the neighbour included. Measured, not assumed."""
+    """kube-scheduler retries a pod an extender refused on any pod event, the neighbour's deletion
+    included, but it may do so before berth's view has the deletion, and then waits for minutes (this
+    test caught it on v1.38). berth serve asks for the retry again once its view has it."""
     ns, nodes = _case(stack, 1)
     batch = _pod("batch", ns)
     batch["metadata"]["annotations"] = {"berth.dev/tags": '["batch"]'}
@@ -165,4 +166,3 @@ def test_a_pod_waiting_for_a_neighbour_to_leave_is_bound_within_seconds_of_its_g
     start = time.monotonic()
     node, took = _bound_within(stack, ns, "web", start)
     assert node == nodes[0] and took < WITHIN, f"bound {took:.1f}s after its neighbour went"
-    assert _retried(stack, ns, "web") is None  # no write of berth's was needed

@@ -461,3 +461,36 @@ def test_no_second_preemption_while_the_victims_of_the_first_are_going(monkeypat
     monkeypatch.setattr(placer_module.time, "monotonic", lambda: later)
     again = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
     assert "n0" in again
+
+
+def test_the_pods_berth_refused_are_retried_once_a_pod_of_their_namespace_left_its_node():
+    """kube-scheduler retries a refused pod on the neighbour's deletion, maybe before berth's view has
+    it; berth asks again once its view does (Placer.pod_left)."""
+    import asyncio
+
+    retried: list[tuple[str, str]] = []
+
+    async def retry(p: Any, why: str) -> None:
+        retried.append((p.name, why))
+
+    v = view(
+        node("n1"), _pod("batch", 1, node="n1", tags=["batch"]), _pod("other-ns", 1, namespace="b", node="n1")
+    )
+    placer = Placer(
+        SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing, retry=retry
+    )
+    client = TestClient(create_app(placer))
+    waiting = _pod("web", 1, affinity={"require_without_tag": ["batch"]})
+    assert client.post("/filter", json={"Pod": waiting, "NodeNames": ["n1"]}).json()["NodeNames"] == []
+    v.add_pod(pod_from_k8s(waiting))  # pending, as the watch shows it
+
+    async def leave(key: str) -> None:
+        gone = v.remove_pod(key)
+        placer.pod_left(gone)
+        await asyncio.sleep(0)
+        await asyncio.gather(*placer._retries)
+
+    asyncio.run(leave("b/other-ns"))  # another namespace: berth's rules did not count it
+    assert retried == []
+    asyncio.run(leave("default/batch"))
+    assert retried == [("web", "pod batch left node n1")]

@@ -296,3 +296,15 @@ def test_the_preempt_verb_proposes_no_victims_while_a_node_fits_without_eviction
         pod=urgent, node_name_to_meta_victims={"n001": wire.MetaVictims(pods=[])}
     )
     assert not asyncio.run(placer.preempt(args)).node_name_to_meta_victims  # n119 fits, no eviction
+
+
+def test_an_attempt_before_kube_saw_the_nomination_is_not_handed_over_again():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    sample = [f"n{i:03d}" for i in range(100)]
+    _filter(placer, _wants_db(), sample)
+    # kube tried again at once, its cache without berth's write yet: the same answer, no second write
+    again = _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(10, 110) if i != 119])
+    assert handed == [("app", "n119")] and [e[1] for e in events] == ["HandedOver"]
+    assert again.error == "berth: n119 is nominated for the pod (handed over)"
+    assert _filter(placer, _wants_db(nominatedNodeName="n119"), ["n119"]).node_names == ["n119"]

@@ -198,6 +198,9 @@ class LiveCluster:
     ) -> None:
         self.client = client
         self.view = ClusterView()
+        # Told of every bound pod that left its node (deleted, or done), once the view no longer holds
+        # it: berth serve asks kube-scheduler to retry the pods it refused (Placer.pod_left).
+        self.on_left: Callable[[Pod], None] | None = None
         self.last_event = 0.0
         self.reservation_seconds = reservation_seconds
         self.verify_every = verify_every
@@ -336,7 +339,10 @@ class LiveCluster:
             current = self.view.pod(pod.key)
             if current is not None and current.node_name and current.uid == pod.uid:
                 pod = msgspec.structs.replace(pod, node_name=current.node_name)
+        held = self.view.pod(pod.key) if pod.terminal else None
         self.view.add_pod(pod)
+        if held is not None and held.node_name and not held.terminal and self.on_left is not None:
+            self.on_left(held)
 
     def _delete_pod(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -352,7 +358,9 @@ class LiveCluster:
             self._gone[uid] = None
             while len(self._gone) > GONE_REMEMBERED:
                 self._gone.popitem(last=False)
-        self.view.remove_pod(_meta_key(obj))
+        gone = self.view.remove_pod(_meta_key(obj))
+        if gone is not None and gone.node_name and self.on_left is not None:
+            self.on_left(gone)
 
     def _forget_pod(self, key: str) -> None:
         """A relist no longer lists the pod: it was deleted while the watch was down. A pod berth has

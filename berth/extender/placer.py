@@ -10,6 +10,7 @@ that node alone, only when something has. prioritize stays correct for configura
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -83,6 +84,9 @@ class Cluster(Protocol):
 
 Binder = Callable[[Pod, str, dict[str, str]], Awaitable[None]]  # pod, node, annotations for the pod
 Nominator = Callable[[Pod, str], Awaitable[None]]  # writes the pod's status.nominatedNodeName
+Retrier = Callable[[Pod, str], Awaitable[None]]  # asks kube-scheduler to try the pod again, saying why
+RETRY_AT_MOST = 50  # pods retried for one pod that left
+RETRY_EVERY = 5.0  # seconds between two retries of the same pod
 Recorder = Callable[[Pod, list[Event]], Awaitable[None]]
 
 
@@ -120,6 +124,7 @@ class Placer:
         leadership: Any = None,
         kube_sample: Mapping[str, int] | None = None,
         nominate: Nominator | None = None,
+        retry: Retrier | None = None,
     ) -> None:
         self.cluster = cluster
         # berth serve --follow-lease: filter only as the leader's sidecar after a fresh list, bind only
@@ -148,6 +153,10 @@ class Placer:
         self.nominate = nominate
         self.handovers = HandOvers()
         self.observe_sample: Callable[[str], None] = lambda outcome: None
+        # The pods berth refused (409), by namespace: retried when a pod of theirs leaves a node.
+        self.retry = retry
+        self._refused_pods: dict[str, dict[str, tuple[Pod, float]]] = {}
+        self._retries: set[asyncio.Task] = set()
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, pod: Pod, decision: Decision) -> Remembered:
@@ -331,6 +340,8 @@ class Placer:
         # Nothing fits: the reasons per node, for the scheduler's "0/N nodes are available" message
         # and for preemption (nodes in FailedAndUnresolvableNodes are never preempted on).
         failed, unresolvable = decision.failure_texts()
+        if self.retry is not None:
+            self._remember_refused(pod)
         note = self._only_berth_blocks(pod, list(failed)) + self._fits_unasked(pod, asked)
         await self._refused(pod, decision, note)
         return wire.ExtenderFilterResult(
@@ -355,6 +366,9 @@ class Placer:
         key = pod.uid or pod.key
         if pod.nominated_node and not self.handovers.nominated_by_berth(key, pod.nominated_node):
             return None  # kube-scheduler's own nomination (it preempted there): never written over
+        pending = self.handovers.pending(key, pod.nominated_node)
+        if pending is not None:  # handed over already; kube-scheduler has not seen the nomination yet
+            return wire.ExtenderFilterResult(error=f"berth: {pending} is nominated for the pod (handed over)")
         if self.nominate is None or not self.handovers.allowed(key):
             self.observe_sample("refused")
             return None
@@ -458,6 +472,48 @@ class Placer:
                 if victims.pods or not proposed[node]
             }
         )
+
+    def _remember_refused(self, pod: Pod) -> None:
+        refused = self._refused_pods.setdefault(pod.namespace, {})
+        if len(refused) >= DECISION_CACHE:
+            refused.clear()
+        held = refused.get(pod.key)
+        refused[pod.key] = (pod, held[1] if held is not None else 0.0)
+
+    def pod_left(self, gone: Pod) -> None:
+        """A bound pod left its node, and the view no longer holds it. kube-scheduler retries the pods
+        an extender refused on any pod event, but it may do so before berth's view has the news, and
+        then files the pod as unschedulable again for minutes. So, now that the view has it, the pods
+        berth refused in the pod's namespace (berth's rules see only their own namespace) are asked to
+        be tried again: at most RETRY_AT_MOST, each at most once per RETRY_EVERY seconds."""
+        refused = self._refused_pods.get(gone.namespace)
+        if not refused or self.retry is None:
+            return
+        now = time.monotonic()
+        view = self.cluster.view
+        chosen = []
+        for key, (pod, last) in list(refused.items()):
+            current = view.pod(key)
+            if current is None or current.node_name:
+                del refused[key]  # placed, or gone
+                continue
+            if now - last >= RETRY_EVERY and len(chosen) < RETRY_AT_MOST:
+                refused[key] = (pod, now)
+                chosen.append(pod)
+        if not chosen:
+            return
+        why = f"pod {gone.name} left node {gone.node_name}"
+        task = asyncio.get_running_loop().create_task(self._retry_all(chosen, why))
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
+
+    async def _retry_all(self, pods: list[Pod], why: str) -> None:
+        assert self.retry is not None
+        for pod in pods:
+            try:
+                await self.retry(pod, why)
+            except Exception as exc:  # the pod waits for kube-scheduler's own flush
+                log.info("retry of %s not written: %s", pod.key, exc)
 
     def _room_being_made(self, key: str) -> str | None:
         """The node of berth's last preemption answer for the pod where every victim is now deleting

@@ -31,6 +31,7 @@ HANDOVERS_AT_MOST = 3
 HANDOVER_WINDOW = 600.0  # seconds
 REJECTED_FOR = 60.0  # seconds a node kube rejected is not nominated again for the same pod
 KEPT_AT_MOST = 10_000
+NOMINATION_SEEN_WITHIN = 10.0  # seconds for berth's write of the nomination to reach kube-scheduler
 
 
 def feasible_nodes_to_find(percentage: int, nodes: int) -> int:
@@ -124,6 +125,15 @@ class HandOvers:
         now = self.clock()
         found.times = [t for t in found.times if now - t < HANDOVER_WINDOW]
         return len(found.times) < HANDOVERS_AT_MOST
+
+    def pending(self, key: str, nominated: str) -> str | None:
+        """The node berth handed the pod over to less than NOMINATION_SEEN_WITHIN ago, while the attempt
+        at hand does not carry the nomination yet (kube-scheduler tried the pod again before its cache
+        had berth's write): that attempt is answered as the hand-over was, not handed over again."""
+        found = self._pods.get(key)
+        if found is None or not found.node or not found.times or nominated == found.node:
+            return None
+        return found.node if self.clock() - found.times[-1] < NOMINATION_SEEN_WITHIN else None
 
     def handed_over(self, key: str, node: str) -> None:
         pod = self._of(key)

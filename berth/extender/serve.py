@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import functools
 import gc
 import ipaddress
@@ -100,6 +101,25 @@ def api_nominator(client: KubeClient):
         await client.patch(path, {"status": {"nominatedNodeName": node}})
 
     return nominate
+
+
+def api_retrier(client: KubeClient):
+    async def retry(pod: Pod, why: str) -> None:
+        # The same condition the operator writes when a PlacementPolicy changes (berth.operator.requeue):
+        # an update of the pod, which kube-scheduler takes as reason to try it again.
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": "berth.dev/PlacementRetry",
+            "status": "True",
+            "reason": "NeighbourLeft",
+            "message": f"{why}: berth asked kube-scheduler to try the pod again",
+            "lastTransitionTime": now,
+            "lastProbeTime": now,
+        }
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        await client.patch(path, {"status": {"conditions": [condition]}}, strategic=True)
+
+    return retry
 
 
 def api_recorder(client: KubeClient):
@@ -246,7 +266,9 @@ def serve(
                 leadership=leadership,
                 kube_sample=kube_sample,
                 nominate=api_nominator(client),
+                retry=api_retrier(client),
             )
+            live.on_left = placer.pod_left
             await live.start()
             if leadership is not None:
                 following = asyncio.create_task(leadership.run(), name="leadership")

@@ -23,8 +23,9 @@ scheduler other than the default one, in the policy's namespace, naming the poli
 selector before or after the change), at most MAX_PODS per change, by one loop at most RATE writes a
 second, each pod once per round. A change noted again before its round merges with the one waiting.
 
-A running pod leaving a node needs nothing from berth: its deletion is an assigned-pod event, which
-the same "Extender" registration already turns into a retry of every pod berth refused. An allocator
+A running pod leaving a node is an assigned-pod event, which the same "Extender" registration turns
+into a retry of every pod berth refused; kube-scheduler may act on it before berth's view has the news,
+so berth serve asks again once its view has it (berth.extender.placer, Placer.pod_left). An allocator
 configuration changes by rolling berth-scheduler's pods (the chart's checksum annotation), and a new
 kube-scheduler starts with every pending pod in its active queue.
 """
