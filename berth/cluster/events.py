@@ -7,6 +7,24 @@ import datetime as dt
 from typing import Any
 
 MAX_EVENT_MESSAGE = 1024  # the API server refuses longer messages
+RETRY_CONDITION = "berth.dev/PlacementRetry"
+
+
+def retry_patch(reason: str, why: str, now: str | None = None) -> dict[str, Any]:
+    """The status patch (strategic merge: conditions merge by type) that asks kube-scheduler to try a
+    pending pod again: an update of a pod an extender refused is one it requeues (berth.operator.requeue
+    says where in its code). Written by the operator when a PlacementPolicy changes and by berth serve
+    when a pod leaves a node."""
+    now = now or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": RETRY_CONDITION,
+        "status": "True",
+        "reason": reason,
+        "message": f"{why}: berth asked kube-scheduler to try the pod again",
+        "lastTransitionTime": now,
+        "lastProbeTime": now,
+    }
+    return {"status": {"conditions": [condition]}}
 
 
 def involved(api_version: str, kind: str, namespace: str, name: str, uid: str = "") -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import gc
 import ipaddress
@@ -19,7 +18,7 @@ from typing import Any
 import msgspec
 import uvicorn
 
-from berth.cluster.events import event_body, involved
+from berth.cluster.events import event_body, involved, retry_patch
 from berth.cluster.kubeapi import KubeClient, load_credentials
 from berth.cluster.leadership import Leadership
 from berth.cluster.live import RESERVATION_SECONDS, LiveCluster
@@ -105,19 +104,8 @@ def api_nominator(client: KubeClient):
 
 def api_retrier(client: KubeClient):
     async def retry(pod: Pod, why: str) -> None:
-        # The same condition the operator writes when a PlacementPolicy changes (berth.operator.requeue):
-        # an update of the pod, which kube-scheduler takes as reason to try it again.
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        condition = {
-            "type": "berth.dev/PlacementRetry",
-            "status": "True",
-            "reason": "NeighbourLeft",
-            "message": f"{why}: berth asked kube-scheduler to try the pod again",
-            "lastTransitionTime": now,
-            "lastProbeTime": now,
-        }
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-        await client.patch(path, {"status": {"conditions": [condition]}}, strategic=True)
+        await client.patch(path, retry_patch("NeighbourLeft", why), strategic=True)
 
     return retry
 

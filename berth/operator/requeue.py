@@ -33,7 +33,6 @@ kube-scheduler starts with every pending pod in its active queue.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -41,11 +40,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth import annotations as ann
+from berth.cluster.events import retry_patch
 from berth.cluster.kubeapi import ApiError, KubeClient
 from berth.cluster.selectors import Selector
 
 log = logging.getLogger("berth.operator")
-CONDITION = "berth.dev/PlacementRetry"
 MAX_PODS = 200  # per change: a policy over thousands of pending pods is retried in rounds
 RATE = 20.0  # status writes per second, at most
 INTERVAL_SECONDS = 1.0
@@ -136,30 +135,13 @@ def pods_for(change: Change, waiting: Mapping[str, Iterable[Waiting]]) -> list[s
     return names[:MAX_PODS]
 
 
-def condition(change: Change, now: str) -> dict[str, Any]:
-    return {
-        "type": CONDITION,
-        "status": "True",
-        "reason": "PlacementPolicyChanged",
-        "message": (
-            f"PlacementPolicy {change.name} {change.what}: berth asked kube-scheduler to try the pod again"
-        ),
-        "lastTransitionTime": now,
-        "lastProbeTime": now,
-    }
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 async def retry_once(
     client: KubeClient,
     changes: Iterable[Change],
     waiting: Mapping[str, Iterable[Waiting]],
     *,
     rate: float = RATE,
-    now: Callable[[], str] = _now,
+    now: Callable[[], str | None] = lambda: None,
 ) -> int:
     """Writes the retry condition on the pods each change concerns; the number of pods written."""
     written = 0
@@ -167,7 +149,9 @@ async def retry_once(
         names = pods_for(change, waiting)
         for name in names:
             path = f"/api/v1/namespaces/{change.namespace}/pods/{name}/status"
-            body = {"status": {"conditions": [condition(change, now())]}}
+            body = retry_patch(
+                "PlacementPolicyChanged", f"PlacementPolicy {change.name} {change.what}", now()
+            )
             try:
                 await client.patch(path, body, strategic=True)
                 written += 1
