@@ -317,7 +317,7 @@ class Placer:
                 node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(_names(asked), reason)
             )
         if pod.nominated_node and self._preempted:
-            await self._tell_preemption(pod)
+            await self._tell_preemption(pod, pod.nominated_node)
         if self.kube_sample and pod.nominated_node:
             self.handovers.attempt(pod.uid or pod.key, pod.nominated_node, _names(asked))
         remembered, decision = self._decide(pod, asked)
@@ -332,6 +332,14 @@ class Placer:
             handed = await self._past_the_sample(pod, asked, decision)
             if handed is not None:
                 return handed
+        if (
+            decision.chosen is not None
+            and self._preempted
+            and self._room_being_made(pod.uid or pod.key) == decision.chosen  # its victims went
+        ):
+            # Placed where kube preempted for it, perhaps on an attempt whose copy of the pod does not
+            # carry kube's nomination yet (v1.38's asynchronous preemption): told now, if not before.
+            await self._tell_preemption(pod, decision.chosen)
         if decision.chosen is not None:
             # Decided: the one node, no failure map. The scheduler skips scoring with one node left.
             self.cluster.reserve(pod, decision.chosen)
@@ -528,14 +536,13 @@ class Placer:
                 return node
         return None
 
-    async def _tell_preemption(self, pod: Pod) -> None:
+    async def _tell_preemption(self, pod: Pod, node: str) -> None:
         """Once kube-scheduler has nominated a preemptor to a node (it evicted there), what berth chose
         of the victims and why, where it differs from kube's dry run: an event on each victim berth
         added, naming the rule and the preemptor, and one on the preemptor naming berth's victims and
         kube's it spared. Pods of other namespaces are counted, never named, to the preemptor (and do
         not learn its name)."""
         answer = self._preempted.get(pod.uid or pod.key)
-        node = pod.nominated_node
         if answer is None or answer.told or node not in answer.nodes:
             return
         answer.told = True
