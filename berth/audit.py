@@ -24,7 +24,7 @@ from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.model import Pod
-from berth.cluster.view import ClusterView
+from berth.cluster.view import ClusterView, NodeState
 from berth.engine.chain import Member, Or, Pipe, flatten
 from berth.engine.decide import Pipeline, decide
 from berth.engine.decision import Decision
@@ -308,8 +308,22 @@ def _excess(
     return out
 
 
+def _neighbours(view: ClusterView, state: NodeState, violation: Violation) -> Iterator[Pod]:
+    """The pods a rule broken on this node may count: the node's own, or with a per-domain rule (its
+    reason names the topologyKey and the domain) the pods on every node of the domain."""
+    key, domain = violation.values.get("topologyKey"), violation.values.get("domain")
+    if not key or domain is None:
+        yield from state.pods.values()
+        return
+    for name in view.domains(key).members.get(domain, ()):
+        held = view.state(name)
+        if held is not None:
+            yield from held.pods.values()
+
+
 def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation: Violation) -> Violation:
-    """The violation naming the pods of the pod's namespace on its node that make it break the rule:
+    """The violation naming the pods of the pod's namespace on its node (on the nodes of its domain, for
+    a per-domain rule) that make it break the rule:
     all of them off, the rule holds; each put back, oldest first, and kept off again when the rule
     breaks with it back (kube's way of choosing victims). Nothing is named when the rule breaks with
     all of them off (it is about the node, or pods elsewhere)."""
@@ -324,7 +338,7 @@ def _with_collisions(view: ClusterView, pipeline: Pipeline, pod: Pod, violation:
         return decision.chosen == pod.node_name
 
     others = sorted(
-        (p for p in state.pods.values() if p.namespace == pod.namespace and p.key != pod.key),
+        (p for p in _neighbours(view, state, violation) if p.namespace == pod.namespace and p.key != pod.key),
         key=lambda p: (p.start_time or "~", p.key),
     )
     if not others:

@@ -64,7 +64,7 @@ PACKAGES = config(packages={"small": {"max_physical_memory": 512, "traits": {"ss
         pytest.param(
             "berth.dev/locality",
             '{"nearby": "a"}',
-            'unknown key "nearby" (near, far and strict are read)',
+            'unknown key "nearby" (near, far, strict and topologyKey are read)',
             id="an unknown locality key",
         ),
         pytest.param(

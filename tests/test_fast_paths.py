@@ -66,6 +66,13 @@ POLICIES = [
     {"type": "RULE_BASED", "rule": 'ctx.allocation.node.metadata["zone"] != "z-b"'},
     {"type": "RULE_BASED", "rule": "ctx.session.nodes[?ctx.allocation.node.hostname].orValue(0) < 2"},
     {"type": "RULE_BASED", "rule": "ctx.session.count < 3 || ctx.allocation.node.hostname == 'n0'"},
+    {"type": "ONE_PER_HOST", "topologyKey": "topology.kubernetes.io/zone"},
+    {"type": "MAX_N_PER_HOST", "max": 2, "topologyKey": "zone"},
+    {
+        "type": "COMPOSITE",
+        "combiner": "OR",
+        "policies": [{"type": "ONE_PER_HOST", "topologyKey": "zone"}, {"type": "MATCH_TAG", "tag": "ssd"}],
+    },
 ]
 
 
@@ -270,6 +277,8 @@ def incoming(draw: st.DrawFn, name: str) -> dict[str, Any]:
     )
     contradicts = set(affinity.get("require_with_tag", ())) & set(affinity.get("require_without_tag", ()))
     if affinity and not contradicts:
+        if draw(st.integers(0, 2)) == 0:  # per domain: the nodes of a zone count together
+            affinity["topologyKey"] = draw(st.sampled_from([ZONE, "zone", HOST]))
         notes["berth.dev/affinity"] = affinity
     tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
     if tags:
@@ -282,6 +291,8 @@ def incoming(draw: st.DrawFn, name: str) -> dict[str, Any]:
             "far": draw(st.lists(st.sampled_from(["p2", "p3"]), max_size=1)),
             "strict": draw(st.booleans()),
         }
+        if draw(st.booleans()):
+            notes["berth.dev/locality"]["topologyKey"] = draw(st.sampled_from([ZONE, "zone"]))
     if draw(st.integers(0, 5)) == 0:
         notes["berth.dev/affinity-rules"] = [
             {

@@ -79,7 +79,7 @@ def test_every_policy_type_is_accepted_as_drove_writes_it(policy):
         ),
         pytest.param(
             {"type": "ONE_PER_HOST", "max": 2},
-            ["spec.policy.max: is not a field of ONE_PER_HOST (it takes no fields besides type)"],
+            ["spec.policy.max: is not a field of ONE_PER_HOST (it takes topologyKey)"],
             id="a field of another type",
         ),
         pytest.param(

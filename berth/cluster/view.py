@@ -34,6 +34,7 @@ from berth.cluster.model import Node, Pod, PodAffinity
 from berth.cluster.names import NameTable
 from berth.cluster.planned import PlannedTargets
 from berth.cluster.selectors import Selector, parse_selector, selector_of_set
+from berth.cluster.topology import Domains
 
 
 @dataclass(slots=True)
@@ -307,6 +308,10 @@ class ClusterView:
         self._owner_nodes: dict[str, Counter] = {}
         # namespace -> (node, pods of the namespace on it after the change), for every change
         self._owner_logs: dict[str, ChangeLog] = {}
+        # The same two indexes per topology domain, for each topology key a rule has asked about:
+        # key -> ((namespace, tag) -> domain -> pods, app -> domain -> pods); kept with every pod
+        # placed or removed, dropped when a node changes (worked out again when next asked).
+        self._domain_counts: dict[str, tuple[dict[tuple[str, str], Counter], dict[tuple, Counter]]] = {}
         # What depends on the node records alone (cleared when a node changes), and numbers per node.
         self._node_memo: dict[Hashable, Any] = {}
         self._columns: dict[Hashable, NodeColumn] = {}
@@ -387,6 +392,45 @@ class ClusterView:
         """A number that changes whenever tag_nodes(namespace, tag) does; 0 while no pod carries the
         tag (the numbers never repeat otherwise, so tags no pod carries any more are not kept)."""
         return self._tag_versions.get((namespace, tag), 0)
+
+    def domains(self, key: str) -> Domains:
+        """The nodes grouped by the node label `key` (a topology key); read-only."""
+        return self.node_memo(
+            ("domains", key), lambda: Domains.build(key, ((n, s.node.labels) for n, s in self._nodes.items()))
+        )
+
+    def _by_domain(self, key: str) -> tuple[dict[tuple[str, str], Counter], dict[tuple, Counter]]:
+        held = self._domain_counts.get(key)
+        if held is None:
+            of = self.domains(key).of
+            tags: dict[tuple[str, str], Counter] = {}
+            apps: dict[tuple, Counter] = {}
+            for namespace, per_tag in self._tag_nodes.items():
+                for tag, nodes in per_tag.items():
+                    counts: Counter = Counter()
+                    for node, count in nodes.items():
+                        if node in of:
+                            counts[of[node]] += count
+                    if counts:
+                        tags[namespace, tag] = counts
+            for app, nodes in self._app_nodes.items():
+                counts = Counter()
+                for node, count in nodes.items():
+                    if node in of:
+                        counts[of[node]] += count
+                if counts:
+                    apps[app] = counts
+            held = self._domain_counts[key] = (tags, apps)
+        return held
+
+    def domain_tag_counts(self, key: str, namespace: str, tag: str) -> Mapping[str, int]:
+        """Domain of `key` -> pods of `namespace` on its nodes carrying `tag` (only domains with at
+        least one); read-only."""
+        return self._by_domain(key)[0].get((namespace, tag), {})
+
+    def domain_app_counts(self, key: str, app: tuple[str, str, str]) -> Mapping[str, int]:
+        """Domain of `key` -> pods of the app (namespace, name, version) on its nodes; read-only."""
+        return self._by_domain(key)[1].get(app, {})
 
     def owner_nodes(self, namespace: str) -> Mapping[str, int]:
         """Node -> pods of `namespace` on it (only nodes with at least one); read-only."""
@@ -590,6 +634,7 @@ class ClusterView:
     def _nodes_changed(self, name: str) -> None:
         self.node_generation += 1
         self._node_memo.clear()
+        self._domain_counts.clear()
         self._touch(name)
 
     def _touch(self, name: str) -> None:
@@ -721,6 +766,8 @@ class ClusterView:
         """The reverse indexes of a pod placed on (+1) or taken off (-1) a node."""
         _bump(self._app_nodes, app_key(pod), node, sign)
         _bump(self._owner_nodes, pod.namespace, node, sign)
+        if self._domain_counts:
+            self._count_domains(pod, node, sign)
         log = self._owner_logs.get(pod.namespace)
         if log is None:
             log = self._owner_logs[pod.namespace] = ChangeLog(OWNER_LOG)
@@ -754,6 +801,15 @@ class ClusterView:
             self.affinity_generation += 1
         if self._columns:
             self._touch(node)
+
+    def _count_domains(self, pod: Pod, node: str, sign: int) -> None:
+        for key, (tags, apps) in self._domain_counts.items():
+            value = self.domains(key).of.get(node)
+            if value is None:
+                continue
+            _bump(apps, app_key(pod), value, sign)
+            for tag in pod.tags:
+                _bump(tags, (pod.namespace, tag), value, sign)
 
     # -- what kube's default spreading and pod affinity read ------------------------------------
     def upsert_workload(self, obj: Mapping[str, Any], kind: str | None = None) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from berth.cluster.model import Node, Pod
+from berth.cluster.topology import SpreadOverNodes
 from berth.cluster.view import ClusterView, NodeState, app_key
 from berth.engine.draws import Seeded
 from berth.engine.ledger import ArrayValues, Removals
@@ -90,19 +91,39 @@ class PodContext:
     def rng(self) -> random.Random:
         return self.randoms.rng
 
-    def neighbour_tag_count(self, state: NodeState, tag: str) -> int:
+    def neighbour_tag_count(self, state: NodeState, tag: str, topology: str | None = None) -> int:
         """Pods of the pod's namespace on the node carrying `tag` (the pod itself is never among them:
-        decide() takes it off the view while it is asked about)."""
-        return state.tag_count(self.pod.namespace, tag)
+        decide() takes it off the view while it is asked about); with a topology key, on the nodes of
+        the node's domain (0 for a node without the label)."""
+        if topology is None:
+            return state.tag_count(self.pod.namespace, tag)
+        value = self.view.domains(topology).of.get(state.node.name)
+        if value is None:
+            return 0
+        return self.view.domain_tag_counts(topology, self.pod.namespace, tag).get(value, 0)
 
-    def tag_holders(self, tag: str) -> Mapping[str, int]:
+    def tag_holders(self, tag: str, topology: str | None = None) -> Mapping[str, int]:
         """Node -> pods of the pod's namespace on it carrying `tag`; only the nodes with at least one
-        (neighbour_tag_count over every node, from the view's index)."""
-        return self.view.tag_nodes(self.pod.namespace, tag)
+        (neighbour_tag_count over every node, from the view's index). With a topology key, every node
+        of a domain holding some, with the domain's count."""
+        if topology is None:
+            return self.view.tag_nodes(self.pod.namespace, tag)
+        counts = self.view.domain_tag_counts(topology, self.pod.namespace, tag)
+        return SpreadOverNodes(self.view.domains(topology), counts)
 
-    def app_count(self, state: NodeState) -> int:
-        """Pods of the pod's namespace, app name and version on the node."""
-        return state.apps.get(app_key(self.pod), 0)
+    def app_count(self, state: NodeState, topology: str | None = None) -> int:
+        """Pods of the pod's namespace, app name and version on the node (with a topology key, on the
+        nodes of its domain; 0 for a node without the label)."""
+        if topology is None:
+            return state.apps.get(app_key(self.pod), 0)
+        value = self.view.domains(topology).of.get(state.node.name)
+        if value is None:
+            return 0
+        return self.view.domain_app_counts(topology, app_key(self.pod)).get(value, 0)
+
+    def domain_of(self, state: NodeState, topology: str) -> str | None:
+        """The node's domain for the topology key, None when it has no such label."""
+        return self.view.domains(topology).of.get(state.node.name)
 
     # -- the candidate sets, for a step's fast path (docs/engine.md) ------------------------------
     def slots(self, cands: Mapping[str, NodeState]) -> NDArray[np.intp]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from berth.cluster.topology import FIELD as TOPOLOGY_KEY
+from berth.cluster.topology import short
 from berth.cluster.view import NodeState
 from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
@@ -27,7 +29,8 @@ def _affinity(ctx: PodContext) -> TagAffinity:
 
 
 class RequireWithTag(NodeFilter[tuple[str, ...]]):
-    """Removes nodes where no pod of the pod's namespace carries a required tag."""
+    """Removes nodes where no pod of the pod's namespace carries a required tag (with a topologyKey:
+    on no node of the node's domain, and the nodes without the label)."""
 
     name = REQUIRE_WITH_STEP
     summary = "hard: every require_with_tag tag is carried by a pod of the namespace on the node"
@@ -38,15 +41,20 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
         return tags or skip("no require_with_tag")
 
     def check(self, state: NodeState, prepared: tuple[str, ...], ctx: PodContext) -> Reason | None:
-        missing = [t for t in prepared if ctx.neighbour_tag_count(state, t) == 0]
-        return self._reason(missing, prepared, ctx) if missing else None
+        key = _affinity(ctx).topology
+        domain = ctx.domain_of(state, key) if key is not None else None
+        if key is not None and domain is None:
+            return _unlabelled(self.name, key, REQUIRE_WITH)
+        missing = [t for t in prepared if ctx.neighbour_tag_count(state, t, key) == 0]
+        return self._reason(missing, prepared, ctx, domain) if missing else None
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
     ) -> Mapping[str, Reason]:
         # Only nodes holding every tag stay; the others are most nodes, their reasons made when read.
-        holders = [ctx.tag_holders(t) for t in prepared]
-        if len(prepared) > 1:
+        key = _affinity(ctx).topology
+        holders = [ctx.tag_holders(t, key) for t in prepared]
+        if len(prepared) > 1 or key is not None:
             # The reasons are made when read, maybe once the view has changed: what each node missed
             # is read from the holders as they are now. (With one tag, every node removed missed it.)
             holders = [dict(h) for h in holders]
@@ -55,31 +63,60 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
         if len(keep) == len(cands):
             return {}
         kept = {n: s for n, s in cands.items() if n in keep} if keep else {}
-        by_missing: dict[tuple[str, ...], Reason] = {}
+        by_missing: dict[tuple[tuple[str, ...], str | None], Reason] = {}
+        domains = ctx.view.domains(key).of if key is not None else None
 
         def reason(name: str) -> Reason:
+            domain = domains.get(name) if domains is not None else None
+            if domains is not None and domain is None:
+                return _unlabelled(self.name, key or "", REQUIRE_WITH)
             if len(prepared) == 1:
                 missing: tuple[str, ...] = prepared
             else:
                 missing = tuple(t for t, h in zip(prepared, holders, strict=True) if name not in h)
-            if missing not in by_missing:
-                by_missing[missing] = self._reason(list(missing), prepared, ctx)
-            return by_missing[missing]
+            if (missing, domain) not in by_missing:
+                by_missing[missing, domain] = self._reason(list(missing), prepared, ctx, domain)
+            return by_missing[missing, domain]
 
         first = next(n for n in cands if n not in keep)
-        return Removals.all_but(cands, kept, reason, reason(first))
+        # Per domain, the messages name the domain: no one reason stands for all.
+        shared = reason(first) if key is None else None
+        return Removals.all_but(cands, kept, reason, shared)
 
-    def _reason(self, missing: list[str], prepared: tuple[str, ...], ctx: PodContext) -> Reason:
+    def _reason(
+        self, missing: list[str], prepared: tuple[str, ...], ctx: PodContext, domain: str | None = None
+    ) -> Reason:
+        affinity = _affinity(ctx)
+        namespace = ctx.pod.namespace
+        if affinity.topology is None or domain is None:
+            return Reason(
+                self.name,
+                Kind.UNMET,
+                f"pods of namespace {namespace} on the node do not carry every required tag "
+                f"{show(list(prepared))}",
+                {"missing": missing},
+            )
+        key = affinity.topology
         return Reason(
             self.name,
             Kind.UNMET,
-            f"pods of namespace {ctx.pod.namespace} on the node do not carry every required tag "
-            f"{show(list(prepared))}",
-            {"missing": missing},
+            f"no pod of namespace {namespace} in {short(key)} {domain} ({key}) carries "
+            f"{show(missing[0]) if len(missing) == 1 else 'every required tag of ' + show(list(prepared))}",
+            {"missing": missing, "topologyKey": key, "domain": domain},
         )
 
     def constraint(self, prepared: tuple[str, ...]) -> str | None:
         return f"the affinity constraint {REQUIRE_WITH}={show(list(prepared))}"
+
+
+def _unlabelled(step: str, key: str, constraint: str) -> Reason:
+    """A hard per-domain rule on a node without the label: it cannot be shown to hold there."""
+    return Reason(
+        step,
+        Kind.UNMET,
+        f"the node has no label {key}, the topologyKey {constraint} counts by",
+        {"topologyKey": key},
+    )
 
 
 # Up to this many holders changed since the removals were made: they are mended, not made again.
@@ -97,19 +134,31 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
         return tags or skip("no require_without_tag")
 
     def check(self, state: NodeState, prepared: tuple[str, ...], ctx: PodContext) -> Reason | None:
-        found = tuple((t, n) for t in prepared if (n := ctx.neighbour_tag_count(state, t)))
-        return self._found(found, self._message(prepared, ctx), {}) if found else None
+        key = _affinity(ctx).topology
+        domain = ctx.domain_of(state, key) if key is not None else None
+        if key is not None and domain is None:
+            return _unlabelled(self.name, key, REQUIRE_WITHOUT)
+        found = tuple((t, n) for t in prepared if (n := ctx.neighbour_tag_count(state, t, key)))
+        where = (key, domain) if key is not None and domain is not None else None
+        return self._found(found, self._message(prepared, ctx, domain), {}, where) if found else None
 
     def memo_key(self, prepared: tuple[str, ...], ctx: PodContext) -> MemoKey:
         # The same candidates and holders give the same removals: kept with the candidates until a pod
-        # of the namespace carrying one of the tags comes or goes.
+        # of the namespace carrying one of the tags comes or goes (per domain: or a node changes).
         namespace = ctx.pod.namespace
-        return (namespace, prepared), tuple(ctx.view.tag_version(namespace, t) for t in prepared)
+        key = _affinity(ctx).topology
+        versions = tuple(ctx.view.tag_version(namespace, t) for t in prepared)
+        if key is not None:
+            versions += (ctx.view.node_generation,)
+        return (namespace, prepared, key), versions
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
     ) -> Mapping[str, Reason]:
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
+        key = _affinity(ctx).topology
+        if key is not None:
+            return self._per_domain(cands, prepared, ctx, key)
         holders = [ctx.tag_holders(t) for t in prepared]
         message = self._message(prepared, ctx)
         # node -> (tag, count) of each excluded tag it holds, in the order of the tags
@@ -124,13 +173,35 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
         removed.notes = (made, dict(holders[0])) if len(prepared) == 1 else None
         return removed
 
+    def _per_domain(
+        self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext, key: str
+    ) -> Removals:
+        """The nodes of the domains holding an excluded tag, and the nodes without the label; one Reason
+        per domain."""
+        view, namespace = ctx.view, ctx.pod.namespace
+        domains = view.domains(key)
+        counts = [view.domain_tag_counts(key, namespace, t) for t in prepared]
+        by_domain: dict[str, Reason] = {}
+        for value in dict.fromkeys(v for c in counts for v in c):
+            pairs = tuple((t, c[value]) for t, c in zip(prepared, counts, strict=True) if c.get(value))
+            by_domain[value] = self._found(pairs, self._message(prepared, ctx, value), {}, (key, value))
+        out: list[tuple[str, Reason]] = []
+        for value, reason in by_domain.items():
+            out.extend((name, reason) for name in domains.members.get(value, ()) if name in cands)
+        if domains.unlabelled:
+            unlabelled = _unlabelled(self.name, key, REQUIRE_WITHOUT)
+            out.extend((name, unlabelled) for name in domains.unlabelled if name in cands)
+        removed = Removals(out)
+        removed.notes = None
+        return removed
+
     def mend(
         self, before: Kept, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
     ) -> Mapping[str, Reason] | None:
         # One tag, a few holders changed since (the pods placed meanwhile): the removals before, with
         # those nodes' entries made again. A dict keeps the order its keys came in, so the removals
         # keep the holders' order, as when made from scratch.
-        if before.answer.notes is None:
+        if getattr(before.answer, "notes", None) is None:
             return None
         made, seen = before.answer.notes
         held = ctx.tag_holders(prepared[0])
@@ -149,18 +220,34 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
         removed.notes = (made, dict(held))
         return removed
 
-    def _found(self, pairs: tuple[tuple[str, int], ...], message: str, made: dict[tuple, Reason]) -> Reason:
+    def _found(
+        self,
+        pairs: tuple[tuple[str, int], ...],
+        message: str,
+        made: dict[tuple, Reason],
+        where: tuple[str, str] | None = None,
+    ) -> Reason:
         """The Reason for a node holding these (tag, count) pairs; nodes with the same counts share one.
-        Evicting the neighbours would free the node: a capacity-like "no" (FailedNodes)."""
+        Evicting the neighbours would free the node: a capacity-like "no" (FailedNodes). `where` is the
+        (topology key, domain) of a per-domain rule."""
         reason = made.get(pairs)
         if reason is None:
-            reason = made[pairs] = Reason(self.name, Kind.EXHAUSTED, message, {"found": dict(pairs)})
+            values: dict = {"found": dict(pairs)}
+            if where is not None:
+                values |= {"topologyKey": where[0], "domain": where[1]}
+            reason = made[pairs] = Reason(self.name, Kind.EXHAUSTED, message, values)
         return reason
 
-    def _message(self, prepared: tuple[str, ...], ctx: PodContext) -> str:
+    def _message(self, prepared: tuple[str, ...], ctx: PodContext, domain: str | None = None) -> str:
+        key = _affinity(ctx).topology
+        if key is None or domain is None:
+            return (
+                f"a pod of namespace {ctx.pod.namespace} on the node carries an excluded tag of "
+                f"{show(list(prepared))}"
+            )
         return (
-            f"a pod of namespace {ctx.pod.namespace} on the node carries an excluded tag of "
-            f"{show(list(prepared))}"
+            f"a pod of namespace {ctx.pod.namespace} in {short(key)} {domain} ({key}) carries an "
+            f"excluded tag of {show(list(prepared))}"
         )
 
     def constraint(self, prepared: tuple[str, ...]) -> str | None:
@@ -180,10 +267,11 @@ class TagAffinityTier(Tier[TagAffinity]):
 
     def value(self, state: NodeState, prepared: TagAffinity, ctx: PodContext) -> int:
         total = 0
+        key = prepared.topology
         for tag in prepared.prefer_with:
-            total += ctx.neighbour_tag_count(state, tag)
+            total += ctx.neighbour_tag_count(state, tag, key)
         for tag in prepared.prefer_without:
-            total -= ctx.neighbour_tag_count(state, tag)
+            total -= ctx.neighbour_tag_count(state, tag, key)
         return total
 
     def values(
@@ -193,7 +281,7 @@ class TagAffinityTier(Tier[TagAffinity]):
         totals: Counter = Counter()
         for tags, sign in ((prepared.prefer_with, 1), (prepared.prefer_without, -1)):
             for tag in tags:
-                for name, count in ctx.tag_holders(tag).items():
+                for name, count in ctx.tag_holders(tag, prepared.topology).items():
                     if name in cands:
                         totals[name] += sign * count
         return {n: v for n, v in totals.items() if v}
@@ -215,7 +303,10 @@ class TagAffinityTier(Tier[TagAffinity]):
         best = trace.highest_raw()
         remaining = trace.remaining
         top = ", ".join(remaining[:10]) + (" ..." if len(remaining) > 10 else "")
-        wanted = {k: v for k, v in prepared.constraint_form().items() if k in (PREFER_WITH, PREFER_WITHOUT)}
+        form = prepared.constraint_form()
+        wanted: dict = {k: v for k, v in form.items() if k in (PREFER_WITH, PREFER_WITHOUT)}
+        if prepared.topology is not None:
+            wanted[TOPOLOGY_KEY] = prepared.topology
         return Event(
             "Normal",
             "HighestAffinity",

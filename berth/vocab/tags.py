@@ -8,6 +8,10 @@ A pod carries tags in `berth.dev/tags` (a JSON list of non-empty strings) and it
 - the deprecated weighted form {tag: integer}, read by sign only: positive -> prefer_with_tag,
   negative -> prefer_without_tag, zero -> nothing.
 
+The constraint form may name a `topologyKey` (a node label, kube's word): the four constraints then
+count the neighbours on every node of the node's domain ("a pod tagged db in the node's zone") instead
+of the node's own. A node without the label fails require_* and counts 0 for prefer_*.
+
 Mixing the two is refused, because either way of resolving it would discard half of what was asked.
 Only pods of the pod's own namespace count, and the pod is never its own neighbour.
 """
@@ -20,6 +24,8 @@ from typing import Any
 
 from berth import annotations as ann
 from berth.cluster.tags import parse_tags
+from berth.cluster.topology import FIELD as TOPOLOGY_KEY
+from berth.cluster.topology import key_problem, per_domain
 from berth.engine.types import Event
 from berth.json_annotation import AnnotationProblem, load_json, show
 
@@ -38,6 +44,8 @@ class TagAffinity:
     prefer_without: tuple[str, ...] = ()
     # The weighted form as written, when that is what the pod used (deprecated).
     weighted: dict[str, Any] | None = None
+    # The node label whose value is the domain the constraints count over; None: the node itself.
+    topology: str | None = None
 
     @property
     def prefers(self) -> bool:
@@ -48,6 +56,12 @@ class TagAffinity:
         lists = (self.require_with, self.require_without, self.prefer_with, self.prefer_without)
         pairs = zip(CONSTRAINTS, lists, strict=True)
         return {name: list(tags) for name, tags in pairs if tags}
+
+    def per(self) -> str:
+        """How messages say what the constraints count over: "on the node", "in the node's zone"."""
+        if self.topology is None:
+            return "on the node"
+        return f"in the node's {self.topology.rsplit('/', 1)[-1]} ({self.topology})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +101,16 @@ def parse_affinity(raw: str) -> list[str] | TagAffinity:
     except AnnotationProblem as exc:
         return [str(exc)]
     reserved = [k for k in value if k in CONSTRAINTS]
+    if TOPOLOGY_KEY in value and not reserved:
+        others = sorted(k for k in value if k != TOPOLOGY_KEY)
+        if others:
+            return [
+                f"{TOPOLOGY_KEY} goes with the constraint form ({', '.join(CONSTRAINTS)}); the deprecated "
+                f"weighted form {show(others)} counts per node"
+            ]
+        reserved = [TOPOLOGY_KEY]
     if reserved:
-        others = sorted(k for k in value if k not in CONSTRAINTS)
+        others = sorted(k for k in value if k not in CONSTRAINTS and k != TOPOLOGY_KEY)
         if others:
             return [
                 f"affinity keys {show(others)} are not valid alongside the constraint keys {show(reserved)}; "
@@ -116,6 +138,9 @@ def _parse_constraints(value: dict[str, Any]) -> list[str] | TagAffinity:
             problems.append(f'affinity constraint "{name}" lists more than {ann.MAX_TAGS} tags')
         else:
             lists[name] = _unique(tags)
+    topology = value.get(TOPOLOGY_KEY)
+    if TOPOLOGY_KEY in value and (problem := key_problem(topology)):
+        problems.append(f"{TOPOLOGY_KEY}: {problem}")
     if problems:
         return problems
     both = [t for t in lists.get(REQUIRE_WITH, ()) if t in lists.get(REQUIRE_WITHOUT, ())]
@@ -129,6 +154,7 @@ def _parse_constraints(value: dict[str, Any]) -> list[str] | TagAffinity:
         require_without=lists.get(REQUIRE_WITHOUT, ()),
         prefer_with=lists.get(PREFER_WITH, ()),
         prefer_without=lists.get(PREFER_WITHOUT, ()),
+        topology=per_domain(topology),
     )
 
 

@@ -22,17 +22,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from berth.cluster.model import Pod
+from berth.cluster.topology import FIELD as TOPOLOGY_KEY
+from berth.cluster.topology import key_problem, per_domain, short
 from berth.cluster.view import UID_PREFIX
 from berth.engine.step import PodContext
 from berth.errors import InvalidAnnotation
 from berth.json_annotation import json_type, show
 from berth.vocab.alloc import patterns
 
-LOCALITY_KEYS = ("near", "far", "strict")
+LOCALITY_KEYS = ("near", "far", "strict", TOPOLOGY_KEY)
 RULE_KEYS = ("key", "operator", "value", "valueType", "isSoft")
 INSTANCE_KEYS = ("instance", "container")
 MAX_TARGETS = 64
@@ -48,6 +50,8 @@ class Locality:
     near: tuple[str, ...] = ()
     far: tuple[str, ...] = ()
     strict: bool = False
+    # near means the targets' domain of this node label, far another domain; None: the node itself
+    topology: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -56,6 +60,8 @@ class Locality:
         if self.far:
             out["far"] = list(self.far)
         out["strict"] = self.strict
+        if self.topology is not None:
+            out[TOPOLOGY_KEY] = self.topology
         return out
 
 
@@ -96,7 +102,9 @@ def parse_locality(value: Any) -> tuple[Locality | None, list[str]]:
     if not isinstance(value, dict):
         return None, [f"value should be a JSON object with near, far and strict, not {json_type(value)}"]
     problems = [
-        f"unknown key {show(k)} (near, far and strict are read)" for k in value if k not in LOCALITY_KEYS
+        f"unknown key {show(k)} (near, far, strict and {TOPOLOGY_KEY} are read)"
+        for k in value
+        if k not in LOCALITY_KEYS
     ]
     near, found = _targets(value.get("near", []), "near")
     problems += found
@@ -105,11 +113,14 @@ def parse_locality(value: Any) -> tuple[Locality | None, list[str]]:
     strict = value.get("strict", False)
     if not isinstance(strict, bool):
         problems.append(f"strict should be true or false, not {json_type(strict)}")
+    topology = value.get(TOPOLOGY_KEY)
+    if TOPOLOGY_KEY in value and (problem := key_problem(topology)):
+        problems.append(f"{TOPOLOGY_KEY}: {problem}")
     if problems:
         return None, problems
     # Far takes precedence over near (the seed): a target named in both is kept away from only.
     near = tuple(t for t in near if t not in far)
-    return Locality(near=near, far=far, strict=bool(strict)), []
+    return Locality(near=near, far=far, strict=bool(strict), topology=per_domain(topology)), []
 
 
 def parse_rules(value: Any) -> tuple[tuple[AffinityRule, ...], list[str]]:
@@ -169,11 +180,23 @@ class Hint:
     nodes: frozenset[str]
     matched: int  # pods the hint names, placed or not
     words: str = ""  # the user's own words when they differ from `text`: near web-0, far db-1
+    # Per domain (berth.dev/locality's topologyKey): `nodes` are every node of the targets' domains,
+    # `domains` those domains, `unlabelled` the nodes without the label (no domain to be near or far).
+    topology: str | None = None
+    domains: tuple[str, ...] = ()
+    unlabelled: frozenset[str] = frozenset()
 
     @property
     def shown(self) -> str:
         """How a reason names the hint: the user's words, then the seed's form (near web-0 (inst==web-0))."""
         return f"{self.words} ({self.text})" if self.words else self.text
+
+    @property
+    def where(self) -> str:
+        """What a reason says the hint's nodes are: "hosts a pod", or "is in the zone of a pod"."""
+        if self.topology is None:
+            return "hosts a pod"
+        return f"is in the {short(self.topology)} ({', '.join(self.domains) or 'none'}) of a pod"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +236,10 @@ def _resolve(ctx: PodContext) -> Hints:
                 which = "near" if near else "far"
                 pods = _target_pods(ctx, target, which)
                 text = f"inst{'==' if near else '!='}{target}"
-                hints.append(_hint(text, near, locality.strict, pods, words=f"{which} {target}"))
+                hint = _hint(text, near, locality.strict, pods, words=f"{which} {target}")
+                if locality.topology is not None:
+                    hint = _per_domain(ctx, hint, locality.topology)
+                hints.append(hint)
     for rule in alloc.rules:
         pods = _rule_pods(ctx, rule)
         hints.append(_hint(str(rule), rule.operator == "==", not rule.soft, pods))
@@ -223,6 +249,19 @@ def _resolve(ctx: PodContext) -> Hints:
 def _hint(text: str, near: bool, strict: bool, pods: list[Pod], *, words: str = "") -> Hint:
     nodes = frozenset(p.node_name for p in pods if p.node_name)
     return Hint(text, near, strict, nodes, len(pods), words)
+
+
+def _per_domain(ctx: PodContext, hint: Hint, key: str) -> Hint:
+    """The hint over the domains of the nodes hosting its pods."""
+    domains = ctx.view.domains(key)
+    values = sorted({domains.of[n] for n in hint.nodes if n in domains.of})
+    return replace(
+        hint,
+        nodes=frozenset(domains.nodes_of(set(values))),
+        topology=key,
+        domains=tuple(values),
+        unlabelled=frozenset(domains.unlabelled),
+    )
 
 
 def _not_self(ctx: PodContext, pods: list[Pod]) -> list[Pod]:

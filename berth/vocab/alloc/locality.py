@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from berth.cluster.topology import short
 from berth.cluster.view import NodeState
 from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
@@ -59,19 +60,31 @@ class HardFilterLocalityHints(AllocStep, NodeFilter[tuple[Hint, ...]]):
     def check(self, state: NodeState, prepared: tuple[Hint, ...], ctx: PodContext) -> Reason | None:
         name = state.node.name
         for hint in prepared:
+            if hint.topology is not None and name in hint.unlabelled:
+                return Reason(self.name, Kind.UNMET, f"strict locality: {_unlabelled(hint)}")
             if hint.near and name not in hint.nodes:
                 return Reason(
-                    self.name, Kind.UNMET, f"strict locality: the node hosts no pod for {hint.shown}"
+                    self.name, Kind.UNMET, f"strict locality: the node {_not_where(hint)} for {hint.shown}"
                 )
             if not hint.near and name in hint.nodes:
                 # Evicting that pod would free the node: a capacity-like "no".
                 return Reason(
-                    self.name, Kind.EXHAUSTED, f"strict locality: the node hosts a pod for {hint.shown}"
+                    self.name, Kind.EXHAUSTED, f"strict locality: the node {hint.where} for {hint.shown}"
                 )
         return None
 
     def constraint(self, prepared: tuple[Hint, ...]) -> str | None:
         return "the strict locality " + ", ".join(h.shown for h in prepared)
+
+
+def _not_where(hint: Hint) -> str:
+    if hint.topology is None:
+        return "hosts no pod"
+    return f"is not in the {short(hint.topology)} ({', '.join(hint.domains) or 'none'}) of a pod"
+
+
+def _unlabelled(hint: Hint) -> str:
+    return f"the node has no label {hint.topology}, the topologyKey {hint.shown} counts by"
 
 
 class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
@@ -94,11 +107,17 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         removed: dict[str, Reason] = {}
         far = [h for h in prepared if not h.near]
         for state in states:
-            hint = next((h for h in far if state.node.name in h.nodes), None)
+            name = state.node.name
+            hint = next((h for h in far if name in h.nodes), None)
             if hint is not None:
-                removed[state.node.name] = Reason(
-                    self.name, Kind.SET_ASIDE, f"locality: the node hosts a pod for {hint.shown}"
+                removed[name] = Reason(
+                    self.name, Kind.SET_ASIDE, f"locality: the node {hint.where} for {hint.shown}"
                 )
+                continue
+            # A node with no domain cannot be shown to be far: a soft rule gives it nothing.
+            hint = next((h for h in far if h.topology is not None and name in h.unlabelled), None)
+            if hint is not None:
+                removed[name] = Reason(self.name, Kind.SET_ASIDE, f"locality: {_unlabelled(hint)}")
         if len(removed) == len(states):
             removed = {}  # non-strict: ignored when it would leave no node
         near = [h for h in prepared if h.near]
@@ -107,10 +126,12 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
             hosting = {s.node.name for s in left if any(s.node.name in h.nodes for h in near)}
             if hosting:
                 wanted = ", ".join(h.shown for h in near)
+                where = _not_where(near[0]) if all(h.topology == near[0].topology for h in near) else ""
+                where = where or "hosts no pod"
                 for state in left:
                     if state.node.name not in hosting:
                         removed[state.node.name] = Reason(
-                            self.name, Kind.SET_ASIDE, f"locality: the node hosts no pod for {wanted}"
+                            self.name, Kind.SET_ASIDE, f"locality: the node {where} for {wanted}"
                         )
         return removed
 

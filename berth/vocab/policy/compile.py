@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol
 
 import berth.vocab.policy.model as m
 from berth.cluster.selectors import Selector
+from berth.cluster.topology import per_domain, short
 from berth.errors import InvalidPolicy
 from berth.vocab.policy.cel import CompiledRule, check_rule
 from berth.vocab.policy.combine import and_failures, first_failure
@@ -49,6 +50,10 @@ class Probe(Protocol):
     def app_count(self, state: Any) -> int: ...
 
     def app_nodes(self) -> Mapping[str, int]: ...
+
+    def domain_counts(self, key: str) -> Mapping[str, int]: ...
+
+    def domain_pods(self, key: str, value: str) -> list[str]: ...
 
     def rule_context(self, state: Any, rule: CompiledRule) -> dict[str, Any]: ...
 
@@ -110,15 +115,61 @@ def _on_app_nodes(cands: Mapping[str, Any], probe: Probe, fails: Callable[[int],
     return out
 
 
+def _on_app_domains(
+    cands: Mapping[str, Any], probe: Probe, key: str, fails: Callable[[int, str], Failure | None], kind: str
+) -> Failures:
+    """A per-domain count's failures: the nodes of the domains whose count fails, and the nodes
+    without the label; one Failure per domain."""
+    domains = probe.view.domains(key)
+    out: Failures = {}
+    for value, count in probe.domain_counts(key).items():
+        failure = fails(count, value)
+        if failure is not None:
+            for name in domains.members.get(value, ()):
+                if name in cands:
+                    out[name] = failure
+    if domains.unlabelled:
+        unlabelled = _unlabelled(kind, key)
+        for name in domains.unlabelled:
+            if name in cands:
+                out[name] = unlabelled
+    return out
+
+
+def _unlabelled(kind: str, key: str) -> Failure:
+    """A per-domain count on a node without the label: the count cannot be shown to hold there."""
+    return Failure(kind, f"the node has no label {key}, the topologyKey the policy counts by", False, {})
+
+
+def _domain(key: str, value: str) -> str:
+    return f"{short(key)} {value} ({key})"
+
+
+def _pods_in(probe: Probe, key: str, value: str) -> str:
+    """The pods of the app in a domain, as a message names them: "web-1, web-2 and 3 more"."""
+    pods = probe.domain_pods(key, value)
+    return ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+
+
 @dataclass(frozen=True, slots=True)
 class OnePerHost:
+    topology: str | None = None
     type = m.ONE_PER_HOST
     node_only = False
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
-        return self._verdict(probe.app_count(state), probe)
+        if self.topology is None:
+            return self._verdict(probe.app_count(state), probe)
+        value = probe.view.domains(self.topology).of.get(state.node.name)
+        if value is None:
+            return _unlabelled(self.type, self.topology)
+        return self._in_domain(probe.domain_counts(self.topology).get(value, 0), value, probe)
 
     def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
+        if self.topology is not None:
+            return _on_app_domains(
+                cands, probe, self.topology, lambda c, v: self._in_domain(c, v, probe), self.type
+            )
         return _on_app_nodes(cands, probe, lambda count: self._verdict(count, probe))
 
     def _verdict(self, count: int, probe: Probe) -> Failure | None:
@@ -126,19 +177,40 @@ class OnePerHost:
             return None
         return Failure(self.type, f"a pod of {probe.app} is already on the node", True, {"pods": count})
 
+    def _in_domain(self, count: int, value: str, probe: Probe) -> Failure | None:
+        if not count:
+            return None
+        key = self.topology or ""
+        return Failure(
+            self.type,
+            f"{_domain(key, value)} already runs {_pods_in(probe, key, value)} of {probe.app}",
+            True,
+            {"pods": count, "topologyKey": key, "domain": value},
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class MaxNPerHost:
     max: int
+    topology: str | None = None
     type = m.MAX_N_PER_HOST
     node_only = False
 
     def check(self, state: Any, probe: Probe) -> Failure | None:
-        return self._verdict(probe.app_count(state), probe)
+        if self.topology is None:
+            return self._verdict(probe.app_count(state), probe)
+        value = probe.view.domains(self.topology).of.get(state.node.name)
+        if value is None:
+            return _unlabelled(self.type, self.topology)
+        return self._in_domain(probe.domain_counts(self.topology).get(value, 0), value, probe)
 
     def failures(self, cands: Mapping[str, Any], probe: Probe) -> Failures:
         if self.max <= 0:  # every node is at its maximum
             return _each(self, cands, probe)
+        if self.topology is not None:
+            return _on_app_domains(
+                cands, probe, self.topology, lambda c, v: self._in_domain(c, v, probe), self.type
+            )
         return _on_app_nodes(cands, probe, lambda count: self._verdict(count, probe))
 
     def _verdict(self, count: int, probe: Probe) -> Failure | None:
@@ -149,6 +221,18 @@ class MaxNPerHost:
             f"the node already holds the maximum of {self.max} pod(s) of {probe.app}",
             True,
             {"pods": count},
+        )
+
+    def _in_domain(self, count: int, value: str, probe: Probe) -> Failure | None:
+        if count < self.max:
+            return None
+        key = self.topology or ""
+        return Failure(
+            self.type,
+            f"{_domain(key, value)} already holds the maximum of {self.max} pod(s) of {probe.app}: "
+            f"{_pods_in(probe, key, value)}",
+            True,
+            {"pods": count, "topologyKey": key, "domain": value},
         )
 
 
@@ -297,9 +381,9 @@ def _build(policy: m.Policy, path: str, problems: list[str]) -> Predicate:
     if isinstance(policy, m.AnyPolicy):
         return AnyNode()
     if isinstance(policy, m.OnePerHostPolicy):
-        return OnePerHost()
+        return OnePerHost(per_domain(policy.topologyKey))
     if isinstance(policy, m.MaxNPerHostPolicy):
-        return MaxNPerHost(policy.max)
+        return MaxNPerHost(policy.max, per_domain(policy.topologyKey))
     if isinstance(policy, m.MatchTagPolicy):
         return MatchTag(policy.tag)
     if isinstance(policy, m.NoTagPolicy):

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from berth.cluster.topology import MAX_KEY, key_problem
+
 ANY = "ANY"
 ONE_PER_HOST = "ONE_PER_HOST"
 MAX_N_PER_HOST = "MAX_N_PER_HOST"
@@ -48,17 +50,31 @@ class AnyPolicy(_Strict):
     type: Literal["ANY"]
 
 
+def _topology_key(value: str | None) -> str | None:
+    if value is not None and (problem := key_problem(value)):
+        raise ValueError(problem)
+    return value
+
+
 class OnePerHostPolicy(_Strict):
-    """At most one pod of the same namespace, app name and version per node."""
+    """At most one pod of the same namespace, app name and version per node (per domain of
+    `topologyKey`, a node label, when given)."""
 
     type: Literal["ONE_PER_HOST"]
+    topologyKey: str | None = Field(default=None, max_length=MAX_KEY)
+
+    _key = field_validator("topologyKey")(_topology_key)
 
 
 class MaxNPerHostPolicy(_Strict):
-    """At most `max` pods of the same namespace, app name and version per node."""
+    """At most `max` pods of the same namespace, app name and version per node (per domain of
+    `topologyKey`, a node label, when given)."""
 
     type: Literal["MAX_N_PER_HOST"]
     max: int = Field(ge=1, le=MAX_PER_HOST_LIMIT)
+    topologyKey: str | None = Field(default=None, max_length=MAX_KEY)
+
+    _key = field_validator("topologyKey")(_topology_key)
 
 
 class MatchTagPolicy(_Strict):
@@ -148,8 +164,8 @@ _MESSAGES = {
 # The fields each type takes besides `type`, for the "unknown field" message.
 FIELDS = {
     ANY: (),
-    ONE_PER_HOST: (),
-    MAX_N_PER_HOST: ("max",),
+    ONE_PER_HOST: ("topologyKey",),
+    MAX_N_PER_HOST: ("max", "topologyKey"),
     MATCH_TAG: ("tag",),
     NO_TAG: (),
     COMPOSITE: ("policies", "combiner"),
