@@ -13,7 +13,9 @@ What it holds, scaled by the size:
   namespace's pool (`berth.dev/tags`), each with requests and limits, bound to a random node;
 - namespace `bench`: the PlacementPolicies of the policy benchmarks (one per policy type, each
   selecting the pods labelled `bench.berth.dev/policy: <type>`) and an app already running on a fifth of
-  the nodes, so per-host policies have something to count.
+  the nodes, so per-host policies have something to count;
+- namespace `bench-zone`: ONE_PER_HOST and MAX_N_PER_HOST (64) per zone, and their app running 64 pods
+  in zone-a only, so that a per-zone policy removes a fifth of the nodes, as a per-host one in `bench`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ import orjson
 
 BENCH_NAMESPACE = "bench"
 BENCH_APP = "bench-app"
+ZONE_NAMESPACE = "bench-zone"
+ZONE_APP = "bench-zoned"
+ZONE_MAX = 64  # zone-a holds this many pods of the app: MAX_N_PER_HOST per zone refuses it
+ZONE_POLICIES: dict[str, dict[str, Any]] = {
+    "one-per-zone": {"type": "ONE_PER_HOST", "topologyKey": "topology.kubernetes.io/zone"},
+    "max-n-per-zone": {
+        "type": "MAX_N_PER_HOST",
+        "max": ZONE_MAX,
+        "topologyKey": "topology.kubernetes.io/zone",
+    },
+}
 POLICY_LABEL = "bench.berth.dev/policy"
 ZONES = ("zone-a", "zone-b", "zone-c", "zone-d", "zone-e")
 TAG_POOL = ("web", "db", "cache", "batch", "frontend", "backend", "queue", "search")
@@ -227,11 +240,29 @@ def _bench_namespace(size: Size, rng: random.Random) -> list[dict[str, Any]]:
     return objects
 
 
+def _zone_namespace(size: Size, rng: random.Random) -> list[dict[str, Any]]:
+    """The per-zone policies of namespace bench-zone, and their app on a few nodes of zone-a."""
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "berth.dev/v1alpha1",
+            "kind": "PlacementPolicy",
+            "metadata": {"name": name, "namespace": ZONE_NAMESPACE, "generation": 1},
+            "spec": {"selector": {"matchLabels": {POLICY_LABEL: name}}, "policy": policy},
+        }
+        for name, policy in ZONE_POLICIES.items()
+    ]
+    labels = {"app.kubernetes.io/name": ZONE_APP, "app.kubernetes.io/version": "1.0"}
+    for i in range(ZONE_MAX):
+        node = node_name(len(ZONES) * rng.randrange(max(1, size.nodes // len(ZONES))))  # zone-a
+        objects.append(_pod(ZONE_NAMESPACE, f"{ZONE_APP}-{i:05d}", node, rng, labels=labels, tags=None))
+    return objects
+
+
 def generate(size: Size, seed: int = 1) -> dict[str, Any]:
     """The cluster of `size` as a Kubernetes List; the same seed gives the same cluster."""
     rng = random.Random(seed)
     nodes = [_node(i, rng, size.nodes) for i in range(size.nodes)]
-    items = [*nodes, *_namespace_pods(size, rng), *_bench_namespace(size, rng)]
+    items = [*nodes, *_namespace_pods(size, rng), *_bench_namespace(size, rng), *_zone_namespace(size, rng)]
     return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 

@@ -14,7 +14,15 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from bench.generate import BENCH_APP, BENCH_NAMESPACE, POLICIES, POLICY_LABEL
+from bench.generate import (
+    BENCH_APP,
+    BENCH_NAMESPACE,
+    POLICIES,
+    POLICY_LABEL,
+    ZONE_APP,
+    ZONE_NAMESPACE,
+    ZONE_POLICIES,
+)
 
 # The chains, in the allocator configuration's words; None is berth's default chain.
 CHAINS: dict[str, list[Any] | None] = {
@@ -126,6 +134,20 @@ def scenarios() -> list[Scenario]:
             ),
             ("tags", "default"),
         ),
+        # The same per zone: every node of a zone holding a web pod of the namespace.
+        Scenario(
+            "tag-require-with-zone",
+            pod(
+                "probe-with-zone",
+                "ns-000",
+                annotations={
+                    "berth.dev/affinity": json.dumps(
+                        {"require_with_tag": ["web"], "topologyKey": "topology.kubernetes.io/zone"}
+                    )
+                },
+            ),
+            ("tags", "default"),
+        ),
         # The allocator's chain with nothing but the pod's limits: every allocator step runs.
         Scenario(
             "allocator",
@@ -138,5 +160,20 @@ def scenarios() -> list[Scenario]:
         name = "cel-rule" if policy == "rule-based" else f"policy-{policy}"
         out.append(
             Scenario(name, pod(f"probe-{policy}", BENCH_NAMESPACE, labels=labels), ("policy", "default"))
+        )
+    # Per zone, the app in one zone of five: a fifth of the nodes removed, as per host. Under
+    # ONE_PER_HOST every zone holds the app after four decisions: its first decision is the figure.
+    for policy in ZONE_POLICIES:
+        labels = {
+            "app.kubernetes.io/name": ZONE_APP,
+            "app.kubernetes.io/version": "1.0",
+            POLICY_LABEL: policy,
+        }
+        out.append(
+            Scenario(
+                f"policy-{policy}",
+                pod(f"probe-{policy}", ZONE_NAMESPACE, labels=labels),
+                ("policy", "default"),
+            )
         )
     return out

@@ -53,8 +53,10 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
     ) -> Mapping[str, Reason]:
         # Only nodes holding every tag stay; the others are most nodes, their reasons made when read.
         key = _affinity(ctx).topology
-        holders = [ctx.tag_holders(t, key) for t in prepared]
-        if len(prepared) > 1 or key is not None:
+        if key is not None:
+            return self._per_domain(cands, prepared, ctx, key)
+        holders = [ctx.tag_holders(t) for t in prepared]
+        if len(prepared) > 1:
             # The reasons are made when read, maybe once the view has changed: what each node missed
             # is read from the holders as they are now. (With one tag, every node removed missed it.)
             holders = [dict(h) for h in holders]
@@ -63,25 +65,38 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
         if len(keep) == len(cands):
             return {}
         kept = {n: s for n, s in cands.items() if n in keep} if keep else {}
-        by_missing: dict[tuple[tuple[str, ...], str | None], Reason] = {}
-        domains = ctx.view.domains(key).of if key is not None else None
+        by_missing: dict[tuple[str, ...], Reason] = {}
 
         def reason(name: str) -> Reason:
-            domain = domains.get(name) if domains is not None else None
-            if domains is not None and domain is None:
-                return _unlabelled(self.name, key or "", REQUIRE_WITH)
             if len(prepared) == 1:
                 missing: tuple[str, ...] = prepared
             else:
                 missing = tuple(t for t, h in zip(prepared, holders, strict=True) if name not in h)
-            if (missing, domain) not in by_missing:
-                by_missing[missing, domain] = self._reason(list(missing), prepared, ctx, domain)
-            return by_missing[missing, domain]
+            if missing not in by_missing:
+                by_missing[missing] = self._reason(list(missing), prepared, ctx)
+            return by_missing[missing]
 
         first = next(n for n in cands if n not in keep)
-        # Per domain, the messages name the domain: no one reason stands for all.
-        shared = reason(first) if key is None else None
-        return Removals.all_but(cands, kept, reason, shared)
+        return Removals.all_but(cands, kept, reason, reason(first))
+
+    def _per_domain(
+        self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext, key: str
+    ) -> Mapping[str, Reason]:
+        """Worked out per domain (a few), then read for the nodes of the domains missing a tag and the
+        nodes without the label: nothing is done per node of a domain that holds every tag."""
+        view, namespace = ctx.view, ctx.pod.namespace
+        domains = view.domains(key)
+        counts = [view.domain_tag_counts(key, namespace, t) for t in prepared]
+        out: list[tuple[str, Reason]] = []
+        for value, members in domains.members.items():
+            missing = [t for t, c in zip(prepared, counts, strict=True) if not c.get(value)]
+            if missing:
+                reason = self._reason(missing, prepared, ctx, value)
+                out.extend((name, reason) for name in members if name in cands)
+        if domains.unlabelled:
+            unlabelled = _unlabelled(self.name, key, REQUIRE_WITH)
+            out.extend((name, unlabelled) for name in domains.unlabelled if name in cands)
+        return Removals(out) if out else {}
 
     def _reason(
         self, missing: list[str], prepared: tuple[str, ...], ctx: PodContext, domain: str | None = None

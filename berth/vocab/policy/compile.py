@@ -53,7 +53,7 @@ class Probe(Protocol):
 
     def domain_counts(self, key: str) -> Mapping[str, int]: ...
 
-    def domain_pods(self, key: str, value: str) -> list[str]: ...
+    def domain_pods(self, key: str, value: str, first: int) -> list[str]: ...
 
     def rule_context(self, state: Any, rule: CompiledRule) -> dict[str, Any]: ...
 
@@ -145,10 +145,10 @@ def _domain(key: str, value: str) -> str:
     return f"{short(key)} {value} ({key})"
 
 
-def _pods_in(probe: Probe, key: str, value: str) -> str:
+def _pods_in(probe: Probe, key: str, value: str, count: int) -> str:
     """The pods of the app in a domain, as a message names them: "web-1, web-2 and 3 more"."""
-    pods = probe.domain_pods(key, value)
-    return ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+    pods = probe.domain_pods(key, value, 3)
+    return ", ".join(pods) + (f" and {count - len(pods)} more" if count > len(pods) else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +183,7 @@ class OnePerHost:
         key = self.topology or ""
         return Failure(
             self.type,
-            f"{_domain(key, value)} already runs {_pods_in(probe, key, value)} of {probe.app}",
+            f"{_domain(key, value)} already runs {_pods_in(probe, key, value, count)} of {probe.app}",
             True,
             {"pods": count, "topologyKey": key, "domain": value},
         )
@@ -230,7 +230,7 @@ class MaxNPerHost:
         return Failure(
             self.type,
             f"{_domain(key, value)} already holds the maximum of {self.max} pod(s) of {probe.app}: "
-            f"{_pods_in(probe, key, value)}",
+            f"{_pods_in(probe, key, value, count)}",
             True,
             {"pods": count, "topologyKey": key, "domain": value},
         )

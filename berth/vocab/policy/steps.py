@@ -57,15 +57,17 @@ class _Probe:
         """Domain of `key` -> pods of the pod's namespace, app name and version on its nodes."""
         return self.view.domain_app_counts(key, app_key(self.ctx.pod))
 
-    def domain_pods(self, key: str, value: str) -> list[str]:
-        """The names of the pods of the app on the nodes of one domain, sorted."""
+    def domain_pods(self, key: str, value: str, first: int) -> list[str]:
+        """The names of the first few pods of the app on the nodes of one domain, in the view's order."""
         app = app_key(self.ctx.pod)
         on = self.view.app_nodes(app)
         names: list[str] = []
         for node in self.view.domains(key).members.get(value, ()):
             if node in on and (state := self.view.state(node)) is not None:
                 names.extend(p.name for p in state.pods.values() if app_key(p) == app)
-        return sorted(names)
+                if len(names) >= first:
+                    return names[:first]
+        return names
 
     def rule_context(self, state: NodeState, rule: CompiledRule) -> dict[str, Any]:
         name = state.node.name
