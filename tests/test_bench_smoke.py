@@ -77,7 +77,7 @@ def test_the_engine_benchmark_prints_a_rate_and_latencies_for_every_scenario_and
 def test_the_index_figures_give_build_times_and_memory_per_10k_pods(smoke_run):
     out, _ = smoke_run
     (row,) = _tables(out)["Cluster index: build time and memory"]
-    assert (row["nodes"], row["pods"]) == ("20", "404")
+    assert (row["nodes"], row["pods"]) == ("20", "468")
     for key in ("parse s", "convert s", "index s", "load_snapshot s"):
         assert _number(row[key]) >= 0
     assert _number(row["index MiB per 10k pods"]) > 0
@@ -101,12 +101,14 @@ def test_the_audit_benchmark_times_every_case_and_counts_what_it_audited(tmp_pat
     rows = {r["case"]: r for r in table}
     assert set(rows) == {"cluster", "what-if one-per-host", "what-if every pod"}
     for row in rows.values():
-        assert (row["nodes"], row["pods"]) == ("20", "404")
+        assert (row["nodes"], row["pods"]) == ("20", "468")
         assert _number(row["wall s"]) > 0
     # The synthetic pods carry tags only; the what-if policies govern the bench app, then every pod.
     assert int(rows["cluster"]["pods audited"]) == 0
     assert int(rows["what-if one-per-host"]["pods audited"]) == 4
-    assert int(rows["what-if every pod"]["pods audited"]) == 404
+    assert (
+        int(rows["what-if every pod"]["pods audited"]) == 468
+    )  # 400 in the namespaces, 4 of the bench app, 64 of bench-zone
 
 
 def test_the_identity_check_writes_the_same_digests_twice_and_one_per_decision(tmp_path):
