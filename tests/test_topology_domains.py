@@ -14,12 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.audit import audit
+from berth.capacity import capacity
 from berth.cli import main
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.topology import key_problem
 from berth.cluster.view import ClusterView, app_key
 from berth.engine import Kind, decide
 from berth.pipeline import build_pipeline, default_pipeline
+from berth.preemption import select_victims
 from berth.rebalance import plan
 from berth.vocab.policy import load_policy
 from tests.alloc_helpers import cn, vm
@@ -421,3 +423,50 @@ def test_simulate_detail_names_the_zone_and_the_pod_already_there(tmp_path, caps
     out = capsys.readouterr().out
     assert code == 0
     assert "zone a (topology.kubernetes.io/zone) already runs web-a" in out
+
+
+# -- capacity, preemption, validate ----------------------------------------------------------------------
+def test_capacity_under_one_per_host_per_zone_is_one_per_labelled_zone():
+    view = policy_view(*NODES, placement_policy("zone", {"type": "ONE_PER_HOST", "topologyKey": ZONE}))
+    found = capacity(to_pod(web("more")), view, default_pipeline(offline=True))
+    placed = {row.name: row.fits for row in found.nodes if row.fits}
+    assert sum(placed.values()) == 3  # zones a, b and c; x1 has no zone
+    assert sorted(view.node(n).labels[ZONE] for n in placed) == ["a", "b", "c"]
+
+
+def _priority(obj: dict[str, Any], priority: int) -> dict[str, Any]:
+    obj["spec"]["priority"] = priority
+    obj["metadata"]["uid"] = f"uid-{obj['metadata']['name']}"
+    return obj
+
+
+def test_preemption_frees_a_node_whose_own_pod_fills_its_zone_and_no_other():
+    policy = placement_policy("zone", {"type": "ONE_PER_HOST", "topologyKey": ZONE})
+    urgent = to_pod(_priority(web("urgent"), 100))
+    # zone b's only pod of the app is on b1, of lower priority: evicting it frees b1 (and zone b)
+    here = policy_view(*NODES, policy, _priority(web("low", "b1"), 1))
+    found = select_victims(urgent, here, default_pipeline(offline=True), {"b1": []}, seed=1)
+    assert [p.name for p in found["b1"].pods] == ["low"]
+    # the pod filling zone b is on b2: nothing on b1 can be evicted to let the pod in (kube-scheduler
+    # takes victims on the candidate node only), so b1 is not proposed
+    there = policy_view(
+        *NODES, policy, _priority(web("low", "b2"), 1), _priority(pod("filler", node="b1"), 1)
+    )
+    assert select_victims(urgent, there, default_pipeline(offline=True), {"b1": []}, seed=1) == {}
+
+
+def test_berth_validate_names_an_invalid_topology_key(tmp_path, capsys):
+    bad = tmp_path / "pod.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            with_affinity({"require_with_tag": ["db"], "topologyKey": "zone key"}) | {"apiVersion": "v1"}
+        )
+    )
+    assert main(["validate", str(bad)]) == 2
+    out = capsys.readouterr()
+    assert "berth.dev/affinity" in out.out + out.err and "topologyKey" in out.out + out.err
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(placement_policy("p", {"type": "ONE_PER_HOST", "topologyKey": "-x"})))
+    assert main(["validate", str(policy)]) == 2
+    out = capsys.readouterr()
+    assert "spec.policy.topologyKey" in out.out + out.err
