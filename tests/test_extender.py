@@ -285,6 +285,20 @@ def test_bind_decides_again_and_refuses_when_the_chosen_node_changed_since_filte
     assert _binds(client) == {"confirmed": 0, "rechecked": 0, "refused": 1, "failed": 0}
 
 
+def test_bind_decides_again_when_a_pod_lands_on_another_node_of_the_chosen_nodes_zone(serve):
+    zone = "topology.kubernetes.io/zone"
+    client = serve(node("a1", labels={zone: "a"}), node("a2", labels={zone: "a"}))
+    new = pod("p", tags=["web"], affinity={"require_without_tag": ["web"], "topologyKey": zone}, uid="u")
+    (chosen,) = client.post("/filter", json=_args(new, ["a1", "a2"])).json()["NodeNames"]
+    other = "a1" if chosen == "a2" else "a2"
+    # Per zone, a pod on the other node of the zone concerns the decision: it is checked again.
+    client.cluster.view.add_pod(pod_from_k8s(pod("x", node=other, tags=["web"], uid="ux")))
+    error = _bind(client, "p", "u", chosen)["Error"]
+    assert error.startswith(f"berth: {chosen} no longer fits default/p: ")
+    assert "zone a (topology.kubernetes.io/zone)" in error
+    assert client.bound == []
+
+
 def test_bind_decides_again_when_a_policy_changed_since_filter(serve):
     client = serve(node("n1"), node("n2"))
     labels = {"app.kubernetes.io/name": "web"}

@@ -181,7 +181,8 @@ class Placer:
 
     def _unchanged(self, remembered: Remembered, node: str) -> bool:
         """Nothing the decision read about `node` has changed since it was made. A pod governed by a
-        rule that reads the whole cluster (ctx.session of a RULE_BASED policy) is always checked again."""
+        rule that reads the whole cluster (ctx.session of a RULE_BASED policy) or the other nodes of the
+        node's topology domain (a topologyKey) is always checked again."""
         view = self.cluster.view
         if remembered.decision.chosen != node or remembered.record is None:
             return False
@@ -192,7 +193,12 @@ class Placer:
             return False
         if view.pod(remembered.pod.key) is not remembered.record:
             return False
-        return not any(p.reads_session for p in view.policies_for(remembered.pod))
+        if any(p.reads_session or p.per_domain for p in view.policies_for(remembered.pod)):
+            return False
+        try:
+            return not self.online.compile_pod(remembered.pod).per_domain
+        except BerthError:  # refused at filter: never bound unchecked
+            return False
 
     def _decide(self, pod: Pod, names: list[str] | Found) -> tuple[Remembered, Decision]:
         view = self.cluster.view

@@ -27,6 +27,15 @@ class PodSpec:
     # The allocator's side: traits, locality, affinity rules, package, image, NIC tags.
     alloc: AllocRequest = field(default_factory=AllocRequest)
 
+    @property
+    def per_domain(self) -> bool:
+        """A rule of the pod counts per topology domain: what it reads of a node changes with the
+        pods of the other nodes of its domain."""
+        locality = self.alloc.locality
+        return self.tags.affinity.topology is not None or (
+            locality is not None and locality.topology is not None
+        )
+
 
 def compile_pod(pod: Pod, *, config: AllocatorConfig | None = None) -> PodSpec:
     """Every berth annotation of the pod, validated; InvalidAnnotation lists every problem. The

@@ -454,6 +454,15 @@ class CompiledPolicy:
         )
 
     @property
+    def per_domain(self) -> bool:
+        """A count of the policy is per topology domain (it reads the other nodes of a node's domain)."""
+        if self.predicate is None:
+            return False
+        return any(
+            isinstance(p, OnePerHost | MaxNPerHost) and p.topology is not None for p in walk(self.predicate)
+        )
+
+    @property
     def reads_session(self) -> bool:
         return any(r.reads_session for r in self.rules)
 
