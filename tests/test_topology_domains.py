@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berth.audit import audit
+from berth.audit import audit, policy_counts
 from berth.capacity import capacity
 from berth.cli import main
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
@@ -23,6 +23,7 @@ from berth.engine import Kind, decide
 from berth.pipeline import build_pipeline, default_pipeline
 from berth.preemption import select_victims
 from berth.rebalance import plan
+from berth.vocab.pod import compile_pod
 from berth.vocab.policy import load_policy
 from tests.alloc_helpers import cn, vm
 from tests.builders import k8s_list, node, pod, to_pod
@@ -390,6 +391,12 @@ def test_audit_names_the_zone_and_the_pod_in_another_node_of_it_that_the_younges
     assert (found.pod, found.node) == ("shop/web-b", "a2")
     assert found.collides_with == ("shop/web-a",)
     assert "zone a (topology.kubernetes.io/zone) already runs web-a" in found.reason
+
+
+def test_the_policy_status_counts_one_violating_pod_in_the_zone_that_holds_two():
+    view = policy_view(*_zone_cluster())
+    counts = policy_counts(view, view.policy("shop", "zone"), compile_pod)
+    assert (counts.governed, counts.violating) == (2, 1)
 
 
 def test_rebalance_moves_the_excess_out_of_the_zone_that_holds_two():
