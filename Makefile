@@ -6,9 +6,15 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit e2e tools bench bench-quick
+.PHONY: demo try test lint unit e2e tools bench bench-quick
 demo: $(VENV)/.installed
 	$(BIN)/berth simulate --cluster examples/cluster.yaml --pod examples/pods/web.yaml --seed 1 --detail
+
+# berth on a real local cluster, as local processes (no Docker): a control plane built from the Go module
+# proxy (about 7 minutes the first time, then reused), kwok's nodes in three zones, berth's chart, berth
+# serve, berth operator and berth-scheduler. Runs until Ctrl-C, then stops everything (e2e/try_cluster.py).
+try: tools $(VENV)/.installed
+	$(BIN)/python e2e/try_cluster.py
 
 # Everything CI runs: lint, unit and property tests, end-to-end tests on a real control plane.
 test: lint tools $(VENV)/.installed
@@ -41,5 +47,6 @@ tools:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	# setuptools says an editable install is one (a warning on every install): not news to a reader
+	PYTHONWARNINGS="ignore::UserWarning:setuptools.command.editable_wheel" $(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
