@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from berth.cli import build_parser
+from berth.cli import build_parser, main
 from berth.validate import validate_object
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,3 +216,33 @@ def test_the_command_splitter_finds_each_command_of_a_pipeline():
         ["cat"],
         ["kubectl", "apply", "-f", "x.yaml"],
     ]
+
+
+OUTPUT = re.compile(r"^<!-- output of: (?P<command>berth .*?) -->$")
+
+
+def output_blocks() -> list[tuple[Path, str, str]]:
+    """(doc, command, block) for every block the docs say a berth command prints, as written."""
+    found = []
+    for path in DOCS:
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            match = OUTPUT.match(line)
+            if match:
+                assert lines[i + 1] == "```", f"{path}:{i + 1}: the output block follows the marker"
+                end = lines.index("```", i + 2)
+                found.append((path, match["command"], "\n".join(lines[i + 2 : end]) + "\n"))
+    return found
+
+
+@pytest.mark.parametrize(("path", "command", "shown"), output_blocks(), ids=lambda v: str(v)[:60])
+def test_every_sample_output_in_the_docs_is_what_the_command_prints(
+    path, command, shown, capsys, monkeypatch
+):
+    monkeypatch.chdir(ROOT)
+    main(shlex.split(command)[1:])
+    assert capsys.readouterr().out == shown, f"{path}: regenerate the output of `{command}`"
+
+
+def test_the_readme_shows_what_its_simulate_command_prints():
+    assert any(p.name == "README.md" and "simulate" in c for p, c, _ in output_blocks())
