@@ -347,7 +347,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 if differs
                 else "the replay agrees with the record"
             )
-        return "\n".join([*lines, "", table(decision, detail=True, headers=headers)])
+        return "\n".join([*lines, "", table(decision, detail=args.detail or wide, headers=headers)])
 
     emit(
         render(
@@ -438,6 +438,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     from berth.capacity import capacity
     from berth.report import capacity_table
 
+    if args.pod is None:
+        return _room_left(args)
     _one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
     policies = load_policy_files(args.policy) if args.policy else None  # InvalidPolicy: main says it
     if args.max < 1:
@@ -468,6 +470,25 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return EXIT_INVALID if any(r.invalid for r in reports) else 0
 
 
+def _room_left(args: argparse.Namespace) -> int:
+    """berth capacity without --pod: the room each node and zone has left (no shape to count)."""
+    from berth.capacity import room_left
+    from berth.report import room_table
+
+    if args.policy or args.config:
+        raise BerthError("--policy and --config count pods of a shape: they go with --pod")
+    found = room_left(_source_snapshot(args).view)
+    emit(
+        render(
+            args,
+            body=found.to_dict,
+            table=lambda wide, headers: room_table(found, headers=headers),
+            names=lambda: [f"node/{n.name}" for n in found.nodes if n.takes_pods and n.pods],
+        )
+    )
+    return 0
+
+
 # -- berth rebalance ------------------------------------------------------------------------
 REBALANCE_DEFAULTS = Limits()
 
@@ -479,25 +500,31 @@ def _add_rebalance_parser(sub: Any, prog: str) -> None:
         description="Plan the moves that take running pods off the nodes that break their hard rules (what "
         "berth audit reports), each only when berth would place its replacement on another node, with the "
         "other moves of the round counted; print the plan, and with --apply evict the planned pods through "
-        "the Eviction API, honouring PodDisruptionBudgets. berth-scheduler then places each replacement on "
-        "its planned node. Pods without a controller, DaemonSet, static and system pods, and pods "
-        'annotated berth.dev/rebalance: "never" are not moved. Exit 0 when no pod breaks a rule, 1 when '
-        "some do, 2 for bad input.",
+        "the Eviction API, honouring PodDisruptionBudgets (the plan says which budget allows no disruption "
+        "now). berth-scheduler then places each replacement on its planned node. Pods without a "
+        'controller, DaemonSet, static and system pods, and pods annotated berth.dev/rebalance: "never" are '
+        "not moved. As kubectl, it acts on the namespace of the kubeconfig context (of a snapshot: "
+        "default) unless -n or -A says otherwise. Exit 0 when no pod breaks a rule, 1 when some do, 2 for "
+        "bad input.",
         epilog=_examples(
             prog,
             "rebalance --live -A",
             "rebalance --live -n shop -o json",
             "rebalance --live -n shop --apply",
-            "rebalance --cluster cluster.yaml --policy one-per-host.yaml",
+            "rebalance --cluster cluster.yaml -A --policy one-per-host.yaml",
         ),
         formatter_class=_Formatter,
     )
     _add_cluster_source(reb, namespace=False)
     where = reb.add_mutually_exclusive_group()
     where.add_argument(
-        "-n", "--namespace", action="append", metavar="NAME", help="only this namespace (repeatable)"
+        "-n",
+        "--namespace",
+        action="append",
+        metavar="NAME",
+        help="this namespace (repeatable); default: the kubeconfig context's, as kubectl",
     )
-    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     reb.add_argument(
         "--policy",
         action="append",
@@ -561,7 +588,7 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
         snapshot.view,
         build_pipeline(config, offline=False),
         build_pipeline(config, offline=True),
-        namespaces=args.namespace or (),
+        namespaces=() if args.all_namespaces else (args.namespace or [snapshot.namespace]),
         limits=limits,
         include_bare=args.include_bare,
     )
@@ -928,9 +955,9 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     _add_cluster_source(cap)
     cap.add_argument(
         "--pod",
-        required=True,
         metavar="FILE",
-        help="a Pod, or a workload with a pod template (- reads stdin)",
+        help="a Pod, or a workload with a pod template (- reads stdin); without it, the room left per "
+        "node and per zone (CPU, memory, pods)",
     )
     cap.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     cap.add_argument(
@@ -953,11 +980,13 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
         "explain",
         help="why a pod of the cluster is where it is, or why it is Pending",
         description="Replay the decision for a pod that is in the cluster, as the cluster is now, with the "
-        "pod's own seed (the one the extender used), and show every step. The pod is never its own "
-        "neighbour. Exit codes as for simulate.",
+        "pod's own seed (the one the extender used): the verdict, the record written at binding and the "
+        "table of nodes; --detail adds the steps that acted. The pod is never its own neighbour. Exit "
+        "codes as for simulate.",
         epilog=_examples(
             prog,
             "explain shop/web-1 --live",
+            "explain shop/web-1 --live --detail",
             "explain web-1 -A --live -o json",
             "explain web-1 -n shop --cluster c.yaml",
         ),
@@ -966,7 +995,8 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     _add_cluster_source(exp, all_namespaces=True)
     exp.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     exp.add_argument("--seed", type=int, help="another seed than the pod's own")
-    add_output_args(exp, wide_help="the same as table", name_help="node/NAME berth chooses now")
+    exp.add_argument("--detail", action="store_true", help="show the steps that removed or scored nodes")
+    add_output_args(exp, wide_help="the table with --detail", name_help="node/NAME berth chooses now")
     exp.set_defaults(func=cmd_explain)
 
     aud = sub.add_parser(

@@ -1,10 +1,10 @@
-"""Decisions for people: an aligned table, and with --detail the chain step by step.
+"""Decisions for people: an aligned table, and with --detail the steps that acted.
 
 The table has a column per score part that told nodes apart (a part that is 0 on every node adds
-nothing to read). The detail lists every step in the order it ran with what it did: the nodes it
-removed or set aside with the reason, the scores it gave, or the note of a step that skipped or only
-computes. On a large cluster a step that removed many nodes is summarised by reason, with a few of the
-nodes named, and a scorer shows its highest scores.
+nothing to read). The detail lists the steps that acted, in the order they ran, with what they did:
+the nodes each removed or set aside with the reason, the scores it gave; the steps that skipped or
+changed nothing are named once, on one line. On a large cluster a step that removed many nodes is
+summarised by reason, with a few of the nodes named, and a scorer shows its highest scores.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from berth.engine.types import NodeResult, StepTrace
 
 if TYPE_CHECKING:
     from berth.audit import AuditReport
-    from berth.capacity import Capacity
+    from berth.capacity import Capacity, Room, RoomLeft
     from berth.rebalance import Plan
     from berth.simulate_diff import PodChange
 
@@ -82,13 +82,29 @@ def table(decision: Decision, *, detail: bool = False, headers: bool = True) -> 
             lines.append(f"  {event.type:<7} {event.reason}: {event.message}")
     if detail:
         lines.append("")
-        lines.append("chain: " + " -> ".join(decision.chain))
-        for i, trace in enumerate(decision.steps, 1):
-            note = f"  ({trace.note})" if trace.note else ""
-            lines.append(f"{i:>2}. {trace.step} [{trace.phase}] {len(trace.remaining)} remaining{note}")
-            lines.extend(_removed(trace))
-            lines.extend(_scores(trace))
+        lines.extend(_steps(decision))
     return "\n".join(lines)
+
+
+def _steps(decision: Decision) -> list[str]:
+    """The steps that removed, set aside or scored nodes, numbered by their place in the chain; the
+    others (skipped, or keeping every node and scoring none) summed up in one line, each named once.
+    `-o json` holds every step's trace."""
+    acted = [(i, t) for i, t in enumerate(decision.steps, 1) if _acted(t)]
+    idle = list(dict.fromkeys(t.step for t in decision.steps if not _acted(t)))
+    lines = [f"chain: {len(decision.steps)} steps; {len(acted)} removed, set aside or scored nodes:"]
+    for i, trace in acted:
+        note = f"  ({trace.note})" if trace.note else ""
+        lines.append(f"{i:>2}. {trace.step} [{trace.phase}] {len(trace.remaining)} remaining{note}")
+        lines.extend(_removed(trace))
+        lines.extend(_scores(trace))
+    if idle:
+        lines.append(f"the other {len(idle)} kept every node and scored none: {', '.join(idle)}")
+    return lines
+
+
+def _acted(trace: StepTrace) -> bool:
+    return bool(trace.removed) or any(part.weighted for part in trace.scores.values())
 
 
 def _removed(trace: StepTrace) -> list[str]:
@@ -147,6 +163,40 @@ def capacity_table(report: Capacity, *, wide: bool = False, headers: bool = True
     if wide and report.refusal is not None:
         lines += ["", "the next one:", table(report.refusal, headers=headers)]
     return "\n".join(lines)
+
+
+def room_table(room: RoomLeft, *, headers: bool = True) -> str:
+    """`berth capacity` without a pod: the room each node and each zone has left."""
+
+    def row(r: Room) -> list[str]:
+        cpu, memory, pods = r.allocatable
+        return [
+            r.name,
+            f"{_cpu(r.cpu)}/{_cpu(cpu)}",
+            f"{_bytes(r.memory)}/{_bytes(memory)}",
+            f"{r.pods}/{pods}",
+            r.note or "-",
+        ]
+
+    lines = ["room left per zone (nodes that take new pods), free/allocatable:"]
+    lines += aligned(
+        ["ZONE", "CPU", "MEMORY", "PODS", "NODES"], [row(z) for z in room.zones], headers=headers
+    )
+    lines += ["", "per node:"]
+    rows = [[n.zone, *row(n)] for n in room.nodes]
+    lines += aligned(["ZONE", "NODE", "CPU", "MEMORY", "PODS", "NOTE"], rows, headers=headers)
+    return "\n".join(lines)
+
+
+def _cpu(millicores: int) -> str:
+    return f"{millicores / 1000:g}" if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def _bytes(value: int) -> str:
+    for unit, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}".replace(".0" + unit, unit)
+    return str(value)
 
 
 def aligned(header: list[str], rows: list[list[str]], *, headers: bool = True) -> list[str]:
@@ -278,6 +328,8 @@ def plan_table(found: Plan, *, applied: bool, outcomes: Sequence[Any] = ()) -> s
             )
             lines.append(f"  ~ {m.pod}: {m.node} -> {m.target}{status}")
             lines += [f"      {reason}" for reason in m.reasons]
+            if m.budget and not outcome:
+                lines.append(f"      ! {m.budget}")
     if found.kept:
         lines += ["", "LEFT IN PLACE"]
         for k in found.kept:

@@ -65,8 +65,12 @@ def test_the_table_marks_the_chosen_node_and_aligns_columns(capsys):
     column = header.index("FEASIBLE")
     for row in lines[2:8]:
         assert row[column : column + 3] in ("yes", "no ")
-    assert "chain: kube/node-ready -> " in out
-    assert "tags/require_without_tag [hard] 4 remaining" in out
+    assert "chain: 44 steps; 4 removed, set aside or scored nodes:" in out
+    assert "30. tags/require_without_tag [hard] 4 remaining" in out
+    # the steps that changed nothing are named once, on one line
+    idle = next(line for line in out.splitlines() if line.startswith("the other "))
+    assert "alloc/hard-filter-vlans" in idle and "tags/require_without_tag" not in idle
+    assert out.count("alloc/hard-filter-vlans") == 1
 
 
 def _write(tmp_path, name, objects):

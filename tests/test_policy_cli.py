@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -152,10 +153,13 @@ def test_the_detail_table_shows_the_policy_step_in_the_chain(tmp_path, capsys):
         placement_policy("pin", {"type": "MATCH_TAG", "tag": "n2"}),
     )
     pod_file = _write(tmp_path, "pod.yaml", pod("new"))
-    code = main(["simulate", "--cluster", cluster, "--pod", pod_file, "--seed", "1", "--detail"])
-    out = capsys.readouterr().out
+    code = main(
+        ["simulate", "--cluster", cluster, "--pod", pod_file, "--seed", "1", "-o", "json", "--detail"]
+    )
+    chain = json.loads(capsys.readouterr().out)["chain"]
     assert code == 0
-    chain = next(line for line in out.splitlines() if line.startswith("chain: ")).split(" -> ")
+    main(["simulate", "--cluster", cluster, "--pod", pod_file, "--seed", "1", "--detail"])
+    out = capsys.readouterr().out
     # Among the hard filters, right after the tag constraints and before the tiers.
     position = chain.index("policy/placement-policy")
     assert chain[position - 1] == "tags/require_without_tag"
