@@ -15,13 +15,16 @@ from collections.abc import Sequence
 
 from berth import cli
 
-LIVE_COMMANDS = ("simulate", "explain", "audit")  # the commands that read a cluster (--cluster or --live)
+# The commands that read a cluster (--cluster FILE or --live): the plugin reads the live one.
+LIVE_COMMANDS = ("simulate", "explain", "audit", "capacity", "rebalance")
 USAGE = """usage: kubectl berth [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] COMMAND ...
 
-berth's offline commands on the cluster of your kubeconfig, changing nothing:
-  simulate   where would this pod go, and why (kubectl berth simulate --pod web.yaml)
-  explain    why a pod is where it is, or why it is Pending (kubectl berth explain web-0)
-  audit      check the cluster's berth objects
+berth's commands on the cluster of your kubeconfig (--cluster FILE reads a snapshot instead):
+  simulate   where would this pod go, and why               reads only
+  explain    why a pod is where it is, or why it is Pending   reads only
+  audit      the running pods whose node breaks their rules   reads only
+  capacity   how many more pods fit, or the room per node     reads only
+  rebalance  move the pods whose node breaks their rules      a plan; with --apply it EVICTS pods
 Each takes --help; any other berth command is passed on as `berth COMMAND`."""
 
 

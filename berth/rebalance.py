@@ -58,12 +58,16 @@ class Move:
     target: str  # where its replacement goes
     rules: tuple[str, ...]  # the hard rules its node breaks
     reasons: tuple[str, ...]  # what the extender says of that node, one per rule
+    # A PodDisruptionBudget that allows no disruption now (once the round's earlier moves are counted):
+    # the API server refuses this eviction (429) until it does; "" when none stands in the way.
+    budget: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pod": self.pod, "from": self.node, "to": self.target}
         if self.owner is not None:
             out["owner"] = f"{self.owner[0]}/{self.owner[1]}"
-        return out | {"rules": list(self.rules), "reasons": list(self.reasons)}
+        out |= {"rules": list(self.rules), "reasons": list(self.reasons)}
+        return out | ({"budget": self.budget} if self.budget else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,24 @@ def not_evictable(pod: Pod, *, include_bare: bool = False) -> str | None:
     return None
 
 
+def _budget_refuses(view: ClusterView, pod: Pod, spent: Counter) -> str:
+    """The PodDisruptionBudget that would refuse the pod's eviction now, counting the round's earlier
+    moves (each spends one of its budgets' disruptions), or ""; the pod's own disruption is spent."""
+    refusing = ""
+    for name, (selector, allowed) in sorted(view.budgets(pod.namespace).items()):
+        if selector.empty or not selector.matches(pod.labels):
+            continue
+        key = (pod.namespace, name)
+        if allowed - spent[key] <= 0 and not refusing:
+            refusing = (
+                f"PodDisruptionBudget {pod.namespace}/{name} allows no disruption now "
+                f"({allowed} allowed, {spent[key]} used by the moves above): --apply's eviction is refused "
+                "(429) and left for a later round"
+            )
+        spent[key] += 1
+    return refusing
+
+
 def plan(
     view: ClusterView,
     rules: Pipeline,
@@ -150,6 +172,7 @@ def plan(
             breaking[pod.key] = (pod, found)
     from_node: Counter = Counter()
     in_namespace: Counter = Counter()
+    spent: Counter = Counter()  # (namespace, budget) -> disruptions the round's moves use
     # Youngest first, as audit counts the excess; the pods a rebalance moved come last (a stable sort).
     pods = [pod for pod, _ in breaking.values()]
     for i, pod in enumerate(sorted(youngest_first(pods), key=moved_by_rebalance)):
@@ -181,8 +204,11 @@ def plan(
         )
         view.add_pod(replacement)
         reasons = tuple(v.reason for v in found.violations)
+        budget = _budget_refuses(view, pod, spent)
         out.moves.append(
-            Move(pod.key, pod.uid, pod.controller, pod.node_name, decision.chosen, rule_names, reasons)
+            Move(
+                pod.key, pod.uid, pod.controller, pod.node_name, decision.chosen, rule_names, reasons, budget
+            )
         )
         from_node[pod.node_name] += 1
         in_namespace[pod.namespace] += 1

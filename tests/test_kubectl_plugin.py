@@ -23,6 +23,8 @@ from berth.kubectl_plugin import berth_argv
             ["simulate", "--cluster", "c.yaml", "--pod", "p"],
             ["simulate", "--cluster", "c.yaml", "--pod", "p"],
         ),
+        (["rebalance", "-n", "shop"], ["rebalance", "--namespace", "shop", "--live"]),
+        (["capacity", "--pod", "p.yaml"], ["capacity", "--live", "--pod", "p.yaml"]),
         (["validate", "a.yaml"], ["validate", "a.yaml"]),
         (["--version"], ["--version"]),
         ([], None),
@@ -55,3 +57,12 @@ def test_the_namespace_flag_places_pods_of_the_file_and_must_agree_with_it(capsy
 def test_without_a_command_it_prints_its_usage(capsys):
     assert kubectl_plugin.main([]) == 0
     assert capsys.readouterr().out.startswith("usage: kubectl berth [--kubeconfig FILE] [--context NAME]")
+
+
+def test_the_usage_says_which_commands_change_the_cluster(capsys):
+    assert kubectl_plugin.main([]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert set(lines) == {"simulate", "explain", "audit", "capacity", "rebalance"}
+    assert "with --apply it EVICTS pods" in lines["rebalance"]
+    assert all("reads only" in lines[c] for c in ("simulate", "explain", "audit", "capacity"))

@@ -279,7 +279,7 @@ def test_the_cli_prints_the_plan_and_exits_as_audit_does(tmp_path, capsys):
         web("web-a", "n1"),
         web("web-b", "n1", started="2026-12-01T11:00:00Z"),
     )
-    assert main(["rebalance", "--cluster", busy]) == 1
+    assert main(["rebalance", "--cluster", busy, "-A"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("1 to move, 1 left in place (2 pod(s) checked); dry run: --apply evicts")
     assert "~ shop/web-b: n1 -> n2" in out
@@ -296,8 +296,53 @@ def test_the_cli_prints_the_plan_and_exits_as_audit_does(tmp_path, capsys):
     }
     assert data["applied"] is False
     clean = _cluster(tmp_path, cn("n1"), cn("n2"), ONE_PER_HOST, web("web-a", "n1"), web("web-b", "n2"))
-    assert main(["rebalance", "--cluster", clean]) == 0
+    assert main(["rebalance", "--cluster", clean, "-A"]) == 0
     assert capsys.readouterr().out.startswith("clean: 2 pod(s) checked")
+
+
+def test_rebalance_acts_on_the_current_namespace_unless_told_otherwise_as_kubectl(tmp_path, capsys):
+    busy = _cluster(
+        tmp_path,
+        cn("n1"),
+        cn("n2"),
+        ONE_PER_HOST,
+        web("web-a", "n1"),
+        web("web-b", "n1", started="2026-12-01T11:00:00Z"),
+    )
+    # a snapshot's current namespace is default: shop's pods are not touched
+    assert main(["rebalance", "--cluster", busy]) == 0
+    assert capsys.readouterr().out.startswith("clean: 0 pod(s) checked")
+    assert main(["rebalance", "--cluster", busy, "-n", "shop"]) == 1
+    assert "~ shop/web-b: n1 -> n2" in capsys.readouterr().out
+
+
+def test_the_plan_says_when_a_budget_would_refuse_the_eviction_now(tmp_path, capsys):
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {APP: "web"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    busy = _cluster(
+        tmp_path,
+        cn("n1"),
+        cn("n2"),
+        ONE_PER_HOST,
+        budget,
+        web("web-a", "n1"),
+        web("web-b", "n1", started="2026-12-01T11:00:00Z"),
+    )
+    assert main(["rebalance", "--cluster", busy, "-n", "shop"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "! PodDisruptionBudget shop/web allows no disruption now (0 allowed, 0 used by the moves above)"
+        in out
+    )
+    assert main(["rebalance", "--cluster", busy, "-n", "shop", "-o", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["moves"][0]["budget"].startswith(
+        "PodDisruptionBudget shop/web"
+    )
 
 
 def test_apply_needs_a_live_cluster(tmp_path, capsys):
