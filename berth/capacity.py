@@ -94,3 +94,88 @@ def _rows(before: dict[str, int], placed: Counter, refusal: Decision | None) -> 
     return tuple(
         NodeCapacity(name, placed[name], reasons.get(name, ""), pods) for name, pods in sorted(before.items())
     )
+
+
+# -- the room left, without a pod shape (berth capacity without --pod) -------------------------------------
+ZONE_LABEL = "topology.kubernetes.io/zone"
+NO_ZONE = "(no zone)"
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What is left on one node or in one zone: CPU in millicores, memory in bytes, pod slots; `note`
+    says why a node takes no new pod whatever its room (cordoned, not Ready), or only some (tainted)."""
+
+    name: str
+    zone: str
+    cpu: int
+    memory: int
+    pods: int
+    allocatable: tuple[int, int, int]  # cpu, memory, pods
+    note: str = ""
+    takes_pods: bool = True  # not cordoned, Ready: counted in its zone
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "zone": self.zone}
+        out |= {"free": {"cpu": f"{self.cpu}m", "memory": self.memory, "pods": self.pods}}
+        cpu, memory, pods = self.allocatable
+        out["allocatable"] = {"cpu": f"{cpu}m", "memory": memory, "pods": pods}
+        return out | ({"note": self.note} if self.note else {})
+
+
+@dataclass(frozen=True, slots=True)
+class RoomLeft:
+    nodes: tuple[Room, ...]
+    zones: tuple[Room, ...]  # the nodes that take pods, summed per zone
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": [n.to_dict() for n in self.nodes], "zones": [z.to_dict() for z in self.zones]}
+
+
+def room_left(view: ClusterView) -> RoomLeft:
+    """Per node the resources its pods' requests leave of its allocatable (kube-scheduler's
+    NodeResourcesFit counts the same), and per zone the sum over the nodes that take new pods."""
+    nodes = []
+    for state in sorted(view.states(), key=lambda s: (s.node.labels.get(ZONE_LABEL, NO_ZONE), s.node.name)):
+        node = state.node
+        allocatable = (
+            node.allocatable.get("cpu", 0),
+            node.allocatable.get("memory", 0),
+            node.allocatable.get("pods", 0),
+        )
+        takes = not node.unschedulable and node.ready
+        note = "cordoned" if node.unschedulable else ("not Ready" if not node.ready else "")
+        hard = [str(t) for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
+        if hard:
+            note = "; ".join(
+                [*([note] if note else []), f"tainted {', '.join(hard)}: only pods that tolerate it"]
+            )
+        nodes.append(
+            Room(
+                node.name,
+                node.labels.get(ZONE_LABEL, NO_ZONE),
+                max(0, allocatable[0] - state.requested.get("cpu", 0)),
+                max(0, allocatable[1] - state.requested.get("memory", 0)),
+                max(0, allocatable[2] - len(state.pods)),
+                allocatable,
+                note,
+                takes,
+            )
+        )
+    zones: dict[str, list[Room]] = {}
+    for room in nodes:
+        if room.takes_pods:
+            zones.setdefault(room.zone, []).append(room)
+    summed = tuple(
+        Room(
+            zone,
+            zone,
+            sum(r.cpu for r in rooms),
+            sum(r.memory for r in rooms),
+            sum(r.pods for r in rooms),
+            tuple(sum(r.allocatable[i] for r in rooms) for i in range(3)),  # type: ignore[arg-type]
+            f"{len(rooms)} node(s)",
+        )
+        for zone, rooms in sorted(zones.items())
+    )
+    return RoomLeft(tuple(nodes), summed)

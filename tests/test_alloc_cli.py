@@ -270,3 +270,29 @@ def test_validate_warns_that_a_chain_leaving_berths_rules_out_still_runs_them(fi
 def _errors(out: str) -> list[str]:
     """validate's error lines (these pods name no scheduler, which is a warning of its own)."""
     return [line for line in out.splitlines() if not line.startswith("warning: ")]
+
+
+def test_capacity_without_a_pod_shows_the_room_left_per_zone_and_per_node(capsys):
+    cluster = str(ROOT / "examples/cluster.yaml")
+    assert main(["capacity", "--cluster", cluster]) == 0
+    out = capsys.readouterr().out
+    zones = out.split("per node:")[0]
+    # zone-1: node-a (3 of 4 CPUs, 12Gi of 16Gi free) and node-b (3250m, 14.5Gi): summed
+    assert "zone-1  6250m/8  26.5Gi/32Gi  217/220  2 node(s)" in zones
+    assert "zone-3  node-e  4/4      16Gi/16Gi    110/110  tainted dedicated=infra:NoSchedule" in out
+    assert main(["capacity", "--cluster", cluster, "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    node_d = next(n for n in data["nodes"] if n["name"] == "node-d")
+    assert node_d["free"] == {"cpu": "1750m", "memory": 7 * 2**30, "pods": 108}
+    assert [z["name"] for z in data["zones"]] == ["zone-1", "zone-2", "zone-3"]
+
+
+def test_capacity_without_a_pod_leaves_cordoned_nodes_out_of_their_zone(tmp_path, capsys):
+    cordoned = cn("n2", labels={"topology.kubernetes.io/zone": "a"})
+    cordoned["spec"]["unschedulable"] = True
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(k8s_list(cn("n1", labels={"topology.kubernetes.io/zone": "a"}), cordoned)))
+    assert main(["capacity", "--cluster", str(path), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["zones"][0]["note"] == "1 node(s)"
+    assert next(n for n in data["nodes"] if n["name"] == "n2")["note"] == "cordoned"
