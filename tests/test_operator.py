@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 
 import kopf
@@ -22,6 +23,7 @@ from berth.operator.handlers import (
     validate_pod,
     validate_policy,
 )
+from berth.operator.logs import AdmissionRefusals
 from berth.vocab.policy import load_policy
 from tests.builders import node, pod
 
@@ -286,3 +288,25 @@ def test_the_webhook_knows_the_packages_berth_serve_schedules_with():
             validate_pod(body=pod("large"), warnings=[])
     finally:
         use_allocator_config(None)
+
+
+def test_a_manifest_refused_at_admission_is_logged_at_info_with_the_object_and_the_rule(caplog):
+    logger = logging.getLogger("kopf.objects")
+    refusals = AdmissionRefusals()
+    logger.addFilter(refusals)
+    try:
+        ref = {"kind": "Pod", "namespace": "shop", "name": "web-1"}
+        with caplog.at_level(logging.INFO, logger="kopf.objects"):
+            logger.error(
+                "Webhook 'pod-annotations' failed permanently: annotation berth.dev/tags: not JSON",
+                extra={"k8s_ref": ref},
+            )
+            logger.error("Handler 'reconcile' failed permanently: boom", extra={"k8s_ref": ref})
+    finally:
+        logger.removeFilter(refusals)
+    refused, failed = caplog.records[-2:]
+    assert refused.levelname == "INFO"
+    assert refused.getMessage() == (
+        "refused Pod shop/web-1 at admission (webhook pod-annotations): annotation berth.dev/tags: not JSON"
+    )
+    assert failed.levelname == "ERROR"  # a handler that fails is still an error

@@ -17,6 +17,7 @@ from berth.cluster.kubeapi import KubeClient
 from berth.errors import BerthError
 from berth.operator import handlers, refresh, requeue  # handlers: registers them with kopf
 from berth.operator.certs import self_signed
+from berth.operator.logs import quiet_refusals
 from berth.operator.tlsreload import ReloadingWebhookServer
 from berth.vocab.alloc.config import AllocatorConfig
 
@@ -167,6 +168,7 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
                 await getattr(memo, client).aclose()
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_refusals()
     asyncio.run(
         kopf.operator(
             clusterwide=not options.namespaces,
