@@ -401,6 +401,9 @@ def _record_line(record: dict[str, Any]) -> str:
         parts.append("top " + ", ".join(f"{n} ({s})" for n, s in record["top"]))
     if "feasible" in record:
         parts.append(f"{record['feasible']} feasible")
+    if isinstance(record.get("setAside"), dict) and record["setAside"]:
+        shown = ", ".join(f"{n} by {step}" for step, n in record["setAside"].items())
+        parts.append(f"set aside: {shown}")
     if record.get("noChoice"):
         parts.append("had no choice")
     parts.append(f"seed {record.get('seed')}, chain {record.get('chain')}")

@@ -215,6 +215,8 @@ def test_a_preference_with_one_finalist_records_no_margin(serve):
     (record,) = client.records
     ((top, score),) = record["top"]
     assert top == "n2" and score > 1 and "margin" not in record and record["feasible"] == 3
+    # why top holds one node of the three feasible: the tag-affinity tier set the other two aside
+    assert record["setAside"] == {"tags/tag-affinity": 2}
 
 
 def test_the_placement_events_asked_for_are_written_at_bind(serve):

@@ -184,6 +184,7 @@ def _decide(
             margin=best - runner_up[1] if runner_up else None,
             top=tuple(ranked[:TOP_CANDIDATES]),
             feasible=feasible,
+            set_aside=ledger.set_aside(),
         )
         margin = f", margin {_num(best - runner_up[1])} over {runner_up[0]}" if runner_up else ""
         tie = f"; tie among {len(tied)} broken by seed {seed}" if len(tied) > 1 else ""

@@ -19,12 +19,15 @@ from berth.engine.types import ErrorInfo, Event, Kind, NodeResult, Reason, StepT
 class PlacementSummary:
     """The numbers of a placement, for the record the extender puts on the pod: the chosen node's
     score, its margin over the runner-up (None without one), the top candidates with their scores,
-    and how many nodes were feasible."""
+    how many nodes were feasible, and how many of them each step set aside."""
 
     score: float
     margin: float | None
     top: tuple[tuple[str, float], ...]
     feasible: int
+    # The feasible nodes that did not reach the end of the chain, per step that set them aside: why
+    # `top` lists fewer nodes than `feasible` counts.
+    set_aside: tuple[tuple[str, int], ...] = ()
 
 
 class Decision:

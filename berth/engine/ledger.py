@@ -632,6 +632,17 @@ class Ledger:
         """How many of the nodes are infeasible."""
         return sum(blocking(r) for r in self.removals)
 
+    def set_aside(self) -> tuple[tuple[str, int], ...]:
+        """(step, how many feasible nodes it set aside), in chain order, for the steps that did."""
+        out = []
+        for removed in self.removals:
+            count = len(removed) - blocking(removed)
+            if count:
+                shared = shared_reason(removed)
+                reason = shared or next(r for r in plain(removed).values() if r.kind is Kind.SET_ASIDE)
+                out.append((reason.step, count))
+        return tuple(out)
+
     def reason_of(self, name: str) -> Reason | None:
         for removed in self.removals:
             if name in removed:

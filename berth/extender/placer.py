@@ -699,8 +699,9 @@ def placement_events(decision: Decision, node: str, wanted: frozenset[str]) -> l
 
 def placement_record(decision: Decision, node: str, digest: str) -> str:
     """The `berth.dev/placement` annotation, compact JSON: the node, its score, the margin to the
-    runner-up, the top candidates with their scores, how many nodes were feasible, whether it had no
-    choice, the seed, and the digest of the chain and configuration that decided."""
+    runner-up, the top candidates with their scores, how many nodes were feasible and how many of them
+    each step set aside, whether it had no choice, the seed, and the digest of the chain and
+    configuration that decided."""
     summary = decision.summary
     record: dict[str, Any] = {"node": node}
     if summary is not None and node == decision.chosen:
@@ -709,6 +710,8 @@ def placement_record(decision: Decision, node: str, digest: str) -> str:
             record["margin"] = _round(summary.margin)
         record["top"] = [[name, _round(score)] for name, score in summary.top]
         record["feasible"] = summary.feasible
+        if summary.set_aside:  # why top lists fewer nodes than feasible counts
+            record["setAside"] = dict(summary.set_aside)
     elif node != decision.chosen:
         record["ranked"] = decision.chosen  # the scheduler bound another node than berth's first
     record["noChoice"] = decision.had_no_choice
