@@ -61,8 +61,12 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def render(*args: str, release: str = RELEASE, crds: bool = False) -> str:
-    """`helm template` of the chart; CalledProcessError carries helm's stderr."""
+    """`helm template` of the chart, for the Kubernetes version the end-to-end suite runs unless the
+    arguments name one (without a cluster, the chart refuses to guess it); CalledProcessError carries
+    helm's stderr."""
     extra = ["--include-crds"] if crds else []
+    if not any(a == "--kube-version" or a.startswith("--kube-version=") for a in args):
+        extra += ["--kube-version", KUBE_VERSION]
     return helm("template", release, str(CHART), *extra, *args).stdout
 
 

@@ -148,6 +148,18 @@ def test_kube_scheduler_runs_the_clusters_version_without_a_vendor_suffix(helm, 
     assert image == f"registry.k8s.io/kube-scheduler:{tag}"
 
 
+def test_a_render_without_a_cluster_or_a_kube_version_refuses_to_guess_the_scheduler(helm):
+    # helm template with no --kube-version: helm's own default, not the cluster's
+    result = render_chart.helm("template", "berth", str(CHART), "--namespace", "berth-system", check=False)
+    assert result.returncode != 0
+    assert "the Kubernetes version is helm's own default" in result.stderr
+    assert "pass --kube-version" in result.stderr and "scheduler.image.tag" in result.stderr
+    tagged = render_chart.helm(
+        "template", "berth", str(CHART), "--set", "scheduler.image.tag=v1.35.2", check=False
+    )
+    assert tagged.returncode == 0 and "registry.k8s.io/kube-scheduler:v1.35.2" in tagged.stdout
+
+
 def test_a_kube_scheduler_tag_given_overrides_the_clusters_version(helm):
     objects = helm("--kube-version", "v1.36.3", "--set", "scheduler.image.tag=v1.35.2")
     assert _container(objects, "-scheduler", "kube-scheduler")["image"].endswith(":v1.35.2")

@@ -43,12 +43,19 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{/* The kube-scheduler tag: scheduler.image.tag, else the cluster's version as an upstream tag
-(v1.36.3 of v1.36.3-eks-a737599 or v1.36.3+k3s1; a pre-release such as v1.38.0-beta.0 is kept). */}}
+(v1.36.3 of v1.36.3-eks-a737599 or v1.36.3+k3s1; a pre-release such as v1.38.0-beta.0 is kept).
+Rendered without a cluster (helm template: lookup finds nothing) and without --kube-version, the
+version is helm's own default (vX.Y.0 of the Kubernetes libraries helm was built with), not the
+cluster's, and may be newer than its API server: the render fails, saying what to pass. */}}
 {{- define "berth.schedulerTag" -}}
 {{- if .Values.scheduler.image.tag -}}
 {{- .Values.scheduler.image.tag -}}
 {{- else -}}
 {{- $version := .Capabilities.KubeVersion.Version -}}
+{{- $offline := not (lookup "v1" "Namespace" "" "kube-system") -}}
+{{- if and $offline (regexMatch "^v?[0-9]+\\.[0-9]+\\.0$" $version) -}}
+{{- fail (printf "scheduler.image.tag: rendered without a cluster, the Kubernetes version is helm's own default (%s), not your cluster's, and kube-scheduler must never be newer than the API server: pass --kube-version with your API server's version (kubectl version), or --set scheduler.image.tag=<that version>" $version) -}}
+{{- end -}}
 {{- $tag := regexFind "^[0-9]+\\.[0-9]+\\.[0-9]+(-(alpha|beta|rc)\\.[0-9]+)?" (trimPrefix "v" $version) -}}
 {{- printf "v%s" (required (printf "scheduler.image.tag: the cluster's version %q is no Kubernetes release tag; set scheduler.image.tag" $version) $tag) -}}
 {{- end -}}
