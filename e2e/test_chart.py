@@ -188,7 +188,8 @@ def test_the_allocator_configuration_value_becomes_the_extenders_config_file(clu
     ],
 )
 def test_values_that_cannot_work_are_refused_naming_the_value(cluster, args, message):
-    result = helm("template", "berth", str(render_chart.CHART), *args, check=False)
+    kube = ("--kube-version", render_chart.KUBE_VERSION)
+    result = helm("template", "berth", str(render_chart.CHART), *kube, *args, check=False)
     assert result.returncode != 0
     assert message in result.stderr
 
