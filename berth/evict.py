@@ -1,4 +1,4 @@
-"""Carrying out a rebalance plan (berth.rebalance) through the Eviction API.
+"""Carrying out a rebalance plan (berth.analysis.rebalance) through the Eviction API.
 
 For each planned move, in the plan's order:
 1. the planned target is written on the pod (`berth.dev/rebalance-target`, with a deadline), so that
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, push_to_gateway
 
 from berth import annotations as ann
+from berth.analysis.rebalance import Move
 from berth.cluster.events import event_body, involved
 from berth.cluster.kubeapi import ApiError, KubeClient
 from berth.cluster.planned import target_annotation
-from berth.rebalance import Move
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from berth.engine.decision import Decision
 from berth.engine.types import NodeResult, StepTrace
 
 if TYPE_CHECKING:
-    from berth.audit import AuditReport
-    from berth.capacity import Capacity, Room, RoomLeft
-    from berth.rebalance import Plan
-    from berth.simulate_diff import PodChange
+    from berth.analysis.audit import AuditReport
+    from berth.analysis.headroom import Capacity, Room, RoomLeft
+    from berth.analysis.rebalance import Plan
+    from berth.analysis.simulate_diff import PodChange
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.
 DETAIL_NODES = 12

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from controlplane import ControlPlane, free_port
 
-from berth.operator.certs import self_signed
+from berth.certs import self_signed
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "charts"))

@@ -32,7 +32,7 @@ from conftest import Cluster, free_port
 from cryptography import x509
 from stack import until
 
-from berth.operator.certs import self_signed
+from berth.certs import self_signed
 
 BAD_POD = {
     "apiVersion": "v1",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from berth.audit import audit, policy_counts
+from berth.analysis.audit import audit, policy_counts
 from berth.cli import main
 from berth.pipeline import build_pipeline
 from berth.vocab.pod import compile_pod

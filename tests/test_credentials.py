@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from berth import cli
+from berth.certs import self_signed
 from berth.cluster import credentials
 from berth.cluster.credentials import load_credentials
 from berth.cluster.kubeapi import ApiError, KubeClient
 from berth.errors import BerthError
-from berth.operator.certs import self_signed
 from berth.operator.run import connection_info
 from tests.api_server import api_server
 

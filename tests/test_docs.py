@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 import yaml
 
+from berth.analysis.validate import validate_object
 from berth.cli import build_parser, main
-from berth.validate import validate_object
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDES = [ROOT / "docs/user-guide.md", ROOT / "docs/operator-guide.md", ROOT / "docs/troubleshooting.md"]

@@ -1,13 +1,15 @@
 """The layers of the tree, read from its source: no import circle (imports inside functions and under
-TYPE_CHECKING count), and each layer imports only those below it:
+TYPE_CHECKING count), and each layer imports only those below it (docs/engine.md, "Layers"):
 
-    errors, annotations, json_annotation, inputs    (leaves)
+    errors, annotations, json_annotation, inputs, version, certs    (leaves)
     cluster            the model, the view, the API client
     engine             decide(), the step contract
     vocab              the vocabularies' steps, compiled into the engine's terms
     pipeline           the chain, its names resolved to steps
-    audit, capacity, preemption, rebalance, report, validate, evict
-    extender, operator, cli                         (entry points)
+    analysis           audit, headroom, preemption, rebalance, simulate_diff, validate
+    report, output, evict
+    extender | operator                             (the servers; neither imports the other)
+    cli, then kubectl_plugin                        (the commands)
 """
 
 from __future__ import annotations
@@ -111,14 +113,35 @@ def test_there_is_no_import_circle():
     assert _cycles() == []
 
 
-LEAVES = ("berth.errors", "berth.annotations", "berth.json_annotation", "berth.inputs")
+LEAVES = (
+    "berth.errors",
+    "berth.annotations",
+    "berth.json_annotation",
+    "berth.inputs",
+    "berth.version",
+    "berth.certs",
+)
+CORE = (*LEAVES, "berth.cluster", "berth.engine", "berth.vocab", "berth.pipeline")
+PRESENTATION = ("berth.report", "berth.output", "berth.evict")
 # What each layer may import besides the package's own __init__ (its version).
 ALLOWED = {
     "leaves": LEAVES,
     "berth.cluster": (*LEAVES, "berth.cluster"),
     "berth.engine": (*LEAVES, "berth.cluster", "berth.engine"),
     "berth.vocab": (*LEAVES, "berth.cluster", "berth.engine", "berth.vocab"),
+    "berth.pipeline": CORE,
+    "berth.analysis": (*LEAVES, "berth.cluster", "berth.engine", "berth.vocab", "berth.analysis"),
+    **dict.fromkeys(PRESENTATION, (*CORE, "berth.analysis", *PRESENTATION)),
+    "berth.extender": (*CORE, "berth.analysis", "berth.extender"),
+    "berth.operator": (*CORE, "berth.analysis", "berth.operator"),
+    "berth.cli": (*CORE, "berth.analysis", *PRESENTATION, "berth.extender", "berth.operator", "berth.cli"),
+    "berth.kubectl_plugin": (*LEAVES, "berth.cli"),
 }
+
+
+def test_every_module_is_on_a_floor():
+    floors = (*LEAVES, *(k for k in ALLOWED if k != "leaves"))
+    assert sorted(m for m in MODULES if m != "berth" and not _under(m, floors)) == []
 
 
 def _under(module: str, prefixes: tuple[str, ...]) -> bool:

@@ -10,9 +10,9 @@ import ssl
 import kopf
 import pytest
 
+from berth.certs import self_signed
 from berth.cluster.kubeapi import ApiError
 from berth.operator import refresh
-from berth.operator.certs import self_signed
 from berth.operator.handlers import (
     check_pod_object,
     nodes_by_name,

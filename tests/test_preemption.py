@@ -1,4 +1,4 @@
-"""Preemption that respects berth's rules (berth.preemption and the extender's preempt verb)."""
+"""Preemption that respects berth's rules (berth.analysis.preemption and the extender's preempt verb)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from berth.analysis.preemption import select_victims
 from berth.cluster.convert import pod_from_k8s
 from berth.extender.app import create_app
 from berth.extender.placer import Placer
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
-from berth.preemption import select_victims
 from tests.builders import node, pod, view
 from tests.policy_builders import app, placement_policy, policy_view
 

@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from berth import annotations as ann
+from berth.analysis.preemption import overlay
+from berth.analysis.rebalance import Limits, plan
 from berth.cli import main
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import Credentials, KubeClient
@@ -20,8 +22,6 @@ from berth.cluster.planned import target_annotation
 from berth.engine import decide
 from berth.evict import EVICTIONS, evict
 from berth.pipeline import build_pipeline
-from berth.preemption import overlay
-from berth.rebalance import Limits, plan
 from tests.alloc_helpers import cn, vm
 from tests.api_server import api_server
 from tests.builders import k8s_list, view

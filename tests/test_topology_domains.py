@@ -13,16 +13,16 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berth.audit import audit, policy_counts
-from berth.capacity import capacity
+from berth.analysis.audit import audit, policy_counts
+from berth.analysis.headroom import capacity
+from berth.analysis.preemption import select_victims
+from berth.analysis.rebalance import plan
 from berth.cli import main
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.topology import key_problem
 from berth.cluster.view import ClusterView, app_key
 from berth.engine import Kind, decide
 from berth.pipeline import build_pipeline, default_pipeline
-from berth.preemption import select_victims
-from berth.rebalance import plan
 from berth.vocab.pod import compile_pod
 from berth.vocab.policy import load_policy
 from tests.alloc_helpers import cn, vm

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from berth.operator.certs import CertFiles, self_signed
+from berth.certs import CertFiles, self_signed
 from berth.operator.tlsreload import CertReloader, ReloadingWebhookServer, server_context
 
 

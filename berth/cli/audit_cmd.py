@@ -76,7 +76,7 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.audit import FINDING_KINDS, audit, governed_pods
+    from berth.analysis.audit import FINDING_KINDS, audit, governed_pods
     from berth.report import audit_table
 
     fail_on = _fail_on(args.fail_on, FINDING_KINDS)

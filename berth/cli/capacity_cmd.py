@@ -63,7 +63,7 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.capacity import capacity
+    from berth.analysis.headroom import capacity
     from berth.report import capacity_table
 
     if args.pod is None:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _room_left(args: argparse.Namespace) -> int:
     """berth capacity without --pod: the room each node and zone has left (no shape to count)."""
-    from berth.capacity import room_left
+    from berth.analysis.headroom import room_left
     from berth.report import room_table
 
     if args.policy or args.config:

@@ -7,6 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
+from berth.analysis.rebalance import Limits
 from berth.cli.options import (
     EXIT_INVALID,
     EXIT_NO_FIT,
@@ -27,7 +28,6 @@ from berth.cli.sources import (
 from berth.errors import BerthError, InvalidPolicy
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
-from berth.rebalance import Limits
 
 REBALANCE_DEFAULTS = Limits()
 
@@ -94,7 +94,7 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.rebalance import plan
+    from berth.analysis.rebalance import plan
     from berth.report import plan_table
 
     if args.apply and not args.live:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from berth.analysis.preemption import preemption_events
+from berth.analysis.simulate_diff import changes
 from berth.cli.options import (
     EXIT_INVALID,
     add_cluster_source,
@@ -30,9 +32,7 @@ from berth.engine.decision import Decision
 from berth.errors import BerthError, InvalidPolicy
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
-from berth.preemption import preemption_events
 from berth.report import diff_table, replica_summary, summary_table, table
-from berth.simulate_diff import changes
 from berth.vocab.alloc.config import AllocatorConfig
 from berth.vocab.policy.files import load_policy_files
 

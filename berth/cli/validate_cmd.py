@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from berth.analysis.validate import DEFAULT_SCHEDULER, validate_paths
 from berth.cli.options import (
     EXIT_INVALID,
     add_config,
@@ -15,7 +16,6 @@ from berth.cli.options import (
 from berth.cli.sources import (
     allocator_config,
 )
-from berth.validate import DEFAULT_SCHEDULER, validate_paths
 
 
 def add_parser(sub: Any, prog: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from berth.analysis.preemption import Victims, nominated_here, overlay, select_victims
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
@@ -32,7 +33,6 @@ from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
 from berth.extender.sample import HandOvers, feasible_nodes_to_find, sampled, thin
-from berth.preemption import Victims, nominated_here, overlay, select_victims
 from berth.vocab.planned import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
@@ -145,7 +145,7 @@ class Placer:
         self._refusals: dict[str, tuple[str, float]] = {}
         self._unasked_notes: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
-        # Per preemptor: berth's last answer to kube's preemption (berth.preemption).
+        # Per preemptor: berth's last answer to kube's preemption (berth.analysis.preemption).
         self._preempted: dict[str, Preempting] = {}
         # kube-scheduler's percentageOfNodesToScore per profile (berth serve --kube-sample): for a pod
         # of one of them, berth looks past kube's sample when its rules are thin (berth.extender.sample).
@@ -434,7 +434,7 @@ class Placer:
 
     async def preempt(self, args: wire.ExtenderPreemptionArgs) -> wire.ExtenderPreemptionResult:
         """kube-scheduler's candidates for preempting, each with the fewest victims that make room under
-        kube's filters and berth's rules together (berth.preemption): nodes berth would still refuse
+        kube's filters and berth's rules together (berth.analysis.preemption): nodes berth would still refuse
         are dropped, lower-priority pods that block under berth's rules are added, and kube's victims
         that berth's make room for are reprieved."""
         if not self.cluster.ready():
@@ -716,7 +716,7 @@ def placement_record(decision: Decision, node: str, digest: str) -> str:
         record["ranked"] = decision.chosen  # the scheduler bound another node than berth's first
     record["noChoice"] = decision.had_no_choice
     if node == decision.chosen and any(e.reason == PLANNED_EVENT for e in decision.events):
-        record["planned"] = True  # the node berth rebalance planned (berth.rebalance reads it)
+        record["planned"] = True  # the node berth rebalance planned (berth.analysis.rebalance reads it)
     record["seed"] = decision.seed
     record["chain"] = digest
     return RECORD_ENCODER.encode(record).decode()

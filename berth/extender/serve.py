@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import uvicorn
 
+from berth.certs import self_signed
 from berth.cluster.events import event_body, involved, retry_patch
 from berth.cluster.kubeapi import KubeClient, load_credentials
 from berth.cluster.leadership import Leadership
@@ -31,7 +32,6 @@ from berth.extender.app import create_app, readiness
 from berth.extender.placer import Placer
 from berth.extender.protocol import HotProtocol
 from berth.extender.scrape import DelegatedAuth, NoAuth, health_app
-from berth.operator.certs import self_signed
 
 log = logging.getLogger("berth.extender")
 # Python collects its young generation after 700 net allocations of containers, and that collection

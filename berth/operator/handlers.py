@@ -2,7 +2,7 @@
 
 - PlacementPolicy objects are compiled on resume, create and spec changes; the status gets a Ready
   condition (True, or False with every error and its field path), observedGeneration, the number of
-  running pods the policy governs and how many of them it refuses where they are (berth.audit, on a
+  running pods the policy governs and how many of them it refuses where they are (berth.analysis.audit, on a
   view of the policy's namespace built from the operator's own indexes of pods and nodes), refreshed
   as pods and nodes come and go (berth.operator.refresh: one loop, not a timer per policy, so kopf puts
   no finalizer on PlacementPolicies and nothing blocks their deletion once the operator is gone).
@@ -22,13 +22,13 @@ from typing import Any
 import kopf
 
 from berth import annotations as ann
-from berth.audit import PolicyCounts, policy_counts
+from berth.analysis.audit import PolicyCounts, policy_counts
+from berth.analysis.validate_warnings import outside_template_warnings
 from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_requests, pod_template
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
 from berth.operator import refresh, requeue
-from berth.validate_warnings import outside_template_warnings
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import kopf
 
+from berth.certs import self_signed
 from berth.cluster.credentials import Credentials, load_credentials
 from berth.cluster.kubeapi import KubeClient
 from berth.errors import BerthError
 from berth.operator import handlers, refresh, requeue  # handlers: registers them with kopf
-from berth.operator.certs import self_signed
 from berth.operator.logs import quiet_refusals
 from berth.operator.tlsreload import ReloadingWebhookServer
 from berth.vocab.alloc.config import AllocatorConfig

@@ -1,6 +1,6 @@
 """`berth rebalance`: which running pods to move off the nodes that break their hard rules, and where.
 
-The plan starts from what `berth audit` finds (berth.audit): the bound pods whose node breaks one of
+The plan starts from what `berth audit` finds (berth.analysis.audit): the bound pods whose node breaks one of
 their hard rules now. They are taken youngest first (the pod that arrived last is the likeliest cause,
 and the older ones have been serving longest), and for each, on the view as the moves planned so far
 leave it:
@@ -32,7 +32,7 @@ import msgspec
 import orjson
 
 from berth import annotations as ann
-from berth.audit import PodFindings, audit_pod, hard_only, subjects, youngest_first
+from berth.analysis.audit import PodFindings, audit_pod, hard_only, subjects, youngest_first
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Pipeline, decide

@@ -6,7 +6,7 @@ without `kind` that has any of allocationDescription, defaults, packages and alg
 carrying one under the data key `allocator.yaml` is checked as well.
 
 Besides errors (what berth refuses), validate warns where a valid manifest will not do what it seems
-to ask (berth.validate_warnings): a misspelt berth.dev/ annotation, a deprecated form, berth
+to ask (berth.analysis.validate_warnings): a misspelt berth.dev/ annotation, a deprecated form, berth
 annotations that never reach the pods, pods with berth rules that another scheduler places, and a file
 with nothing for berth in it.
 """
@@ -23,16 +23,16 @@ from typing import Any
 
 import yaml
 
-from berth.cluster.convert import pod_from_k8s, pod_template
-from berth.cluster.snapshot import read_documents
-from berth.errors import BerthError, InvalidConfig
-from berth.validate_warnings import (
+from berth.analysis.validate_warnings import (
     DEFAULT_SCHEDULER,
     about_berth,
     config_rule,
     object_warnings,
     template_path,
 )
+from berth.cluster.convert import pod_from_k8s, pod_template
+from berth.cluster.snapshot import read_documents
+from berth.errors import BerthError, InvalidConfig
 from berth.vocab.alloc.config import CONFIG_MAP_KEY, AllocatorConfig, looks_like_config, parse_config
 from berth.vocab.pod import check_annotations
 from berth.vocab.policy.compile import is_policy_tree, load_policy, load_tree
