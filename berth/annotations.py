@@ -18,7 +18,7 @@ POD_ANNOTATIONS = (TAGS, AFFINITY, TRAITS, LOCALITY, AFFINITY_RULES, PACKAGE, IM
 # Written by berth on the pods it places (with the binding): why the pod is where it is.
 PLACEMENT_RECORD = "berth.dev/placement"
 # `berth rebalance`: "never" keeps a pod where it is; the planned target is written on a pod just
-# before its eviction, so that berth-scheduler steers the replacement there (berth.vocab.planned).
+# before its eviction, so that berth-scheduler steers the replacement there (berth.vocab.planned_target).
 REBALANCE = "berth.dev/rebalance"
 REBALANCE_TARGET = "berth.dev/rebalance-target"
 # Annotations berth reads or writes that are not rules of the pod.

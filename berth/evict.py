@@ -49,7 +49,7 @@ EVICTIONS = Counter(
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Eviction:
     move: Move
     outcome: str  # evicted | budget | gone | failed
     detail: str = ""
@@ -61,7 +61,7 @@ class Outcome:
 
 async def evict(
     client: KubeClient, moves: list[Move], *, target_seconds: float = TARGET_SECONDS
-) -> list[Outcome]:
+) -> list[Eviction]:
     instance = socket.gethostname()
     out = []
     for move in moves:
@@ -71,7 +71,7 @@ async def evict(
     return out
 
 
-async def _evict_one(client: KubeClient, move: Move, target_seconds: float, instance: str) -> Outcome:
+async def _evict_one(client: KubeClient, move: Move, target_seconds: float, instance: str) -> Eviction:
     namespace, _, name = move.pod.partition("/")
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=target_seconds)
@@ -81,8 +81,8 @@ async def _evict_one(client: KubeClient, move: Move, target_seconds: float, inst
         await client.patch(path, {"metadata": {"uid": move.uid, "annotations": note}})
     except ApiError as exc:
         if exc.status in (404, 409):
-            return Outcome(move, "gone", exc.message)
-        return Outcome(move, "failed", exc.message)
+            return Eviction(move, "gone", exc.message)
+        return Eviction(move, "failed", exc.message)
     eviction = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -94,12 +94,12 @@ async def _evict_one(client: KubeClient, move: Move, target_seconds: float, inst
     except ApiError as exc:
         await _forget_target(client, path, move)
         if exc.status == 429:
-            return Outcome(move, "budget", exc.message)
+            return Eviction(move, "budget", exc.message)
         if exc.status in (404, 409):
-            return Outcome(move, "gone", exc.message)
-        return Outcome(move, "failed", exc.message)
+            return Eviction(move, "gone", exc.message)
+        return Eviction(move, "failed", exc.message)
     await _events(client, move, instance)
-    return Outcome(move, "evicted")
+    return Eviction(move, "evicted")
 
 
 async def _forget_target(client: KubeClient, path: str, move: Move) -> None:

@@ -35,9 +35,9 @@ from berth.vocab.alloc.base import AllocStep, Setup
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
 from berth.vocab.alloc.description import Description, names_in, parse_description
-from berth.vocab.alloc.names import lookup
+from berth.vocab.alloc.plugin_names import lookup
 from berth.vocab.alloc.registry import ALGORITHMS
-from berth.vocab.planned import PlannedTarget
+from berth.vocab.planned_target import PlannedTarget
 from berth.vocab.pod import PodCompiler
 from berth.vocab.policy.steps import PlacementPolicyStep
 from berth.vocab.tag_steps import RequireWithoutTag, RequireWithTag, TagAffinityTier

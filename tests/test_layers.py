@@ -176,3 +176,16 @@ def test_the_vocabularies_use_only_the_engine_s_surface_for_steps():
         if _under(target, ("berth.engine",)) and target not in STEP_SURFACE
     )
     assert private == []
+
+
+def test_no_two_modules_or_classes_share_a_name():
+    # A name says which module or class it is without its package: `Found` or `capacity` once.
+    modules = [p.stem for p in PACKAGE.rglob("*.py") if p.stem not in ("__init__", "__main__")]
+    classes = [
+        node.name
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef)
+    ]
+    assert sorted({m for m in modules if modules.count(m) > 1}) == []
+    assert sorted({c for c in classes if classes.count(c) > 1}) == []

@@ -15,7 +15,7 @@ from cel_expr_python import cel
 
 from berth.cli import main
 from berth.vocab.policy import load_policy
-from berth.vocab.policy.model import TYPES
+from berth.vocab.policy.schema import TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "manifests/crds/placementpolicies.berth.dev.yaml"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from berth.engine import decide
 from berth.pipeline import default_pipeline
-from berth.vocab.tags import parse_affinity
+from berth.vocab.tag_affinity import parse_affinity
 from tests.builders import node, pod, to_pod, view
 
 TAGS = ["web", "db", "cache", "batch"]

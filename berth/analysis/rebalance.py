@@ -71,7 +71,7 @@ class Move:
 
 
 @dataclass(frozen=True, slots=True)
-class Kept:
+class LeftInPlace:
     """A pod whose node breaks a rule, left where it is, and why."""
 
     pod: str
@@ -87,7 +87,7 @@ class Kept:
 class Plan:
     checked: int = 0
     moves: list[Move] = field(default_factory=list)
-    kept: list[Kept] = field(default_factory=list)
+    kept: list[LeftInPlace] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -181,14 +181,16 @@ def plan(
         rule_names = tuple(dict.fromkeys(v.rule for v in found.violations))
         if not found.violations:
             out.kept.append(
-                Kept(pod.key, pod.node_name, (), "its node breaks no rule once the moves above are made")
+                LeftInPlace(
+                    pod.key, pod.node_name, (), "its node breaks no rule once the moves above are made"
+                )
             )
             continue
         why = not_evictable(pod, include_bare=include_bare)
         if why is None:
             why = _over_limit(pod, limits, len(out.moves), from_node, in_namespace)
         if why is not None:
-            out.kept.append(Kept(pod.key, pod.node_name, rule_names, why))
+            out.kept.append(LeftInPlace(pod.key, pod.node_name, rule_names, why))
             continue
         view.remove_pod(pod.key)
         decision = decide(msgspec.structs.replace(pod, node_name=""), view, placement, seed=SEED + i)
@@ -196,7 +198,9 @@ def plan(
             view.put_back(pod)
             message = decision.error.message if decision.error is not None else "no node"
             out.kept.append(
-                Kept(pod.key, pod.node_name, rule_names, f"no node would take its replacement: {message}")
+                LeftInPlace(
+                    pod.key, pod.node_name, rule_names, f"no node would take its replacement: {message}"
+                )
             )
             continue
         replacement = msgspec.structs.replace(

@@ -36,7 +36,7 @@ from berth.errors import BerthError, InvalidConfig
 from berth.vocab.alloc.config import CONFIG_MAP_KEY, AllocatorConfig, looks_like_config, parse_config
 from berth.vocab.pod import check_annotations
 from berth.vocab.policy.compile import is_policy_tree, load_policy, load_tree
-from berth.vocab.policy.model import KIND as POLICY_KIND
+from berth.vocab.policy.schema import KIND as POLICY_KIND
 
 CONFIG_KEY = CONFIG_MAP_KEY
 STDIN = "-"

@@ -22,8 +22,8 @@ from berth.cluster.convert import WORKLOAD_KINDS, pod_template
 from berth.vocab.alloc.config import CONFIG_MAP_KEY, looks_like_config
 from berth.vocab.pod import KNOWN_ANNOTATIONS, closest_annotation
 from berth.vocab.policy.compile import is_policy_tree
-from berth.vocab.policy.model import KIND as POLICY_KIND
-from berth.vocab.tags import compile_tags
+from berth.vocab.policy.schema import KIND as POLICY_KIND
+from berth.vocab.tag_affinity import compile_tags
 
 DEFAULT_SCHEDULER = "berth-scheduler"
 Warning_ = tuple[str, str, str]  # (field, rule, message)

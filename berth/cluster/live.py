@@ -62,7 +62,7 @@ class Reservation:
 
 
 @dataclass
-class Kind:
+class Watched:
     name: str
     path: str
     params: dict[str, str]
@@ -84,7 +84,7 @@ def _meta_key(obj: dict[str, Any]) -> str:
 
 
 class Reflector:
-    def __init__(self, client: KubeClient, kind: Kind, cache: LiveCluster) -> None:
+    def __init__(self, client: KubeClient, kind: Watched, cache: LiveCluster) -> None:
         self.client = client
         self.kind = kind
         self.cache = cache
@@ -209,7 +209,7 @@ class LiveCluster:
         # uids the watch showed deleted lately: a bind answer arriving after the deletion adds no ghost
         self._gone: OrderedDict[str, None] = OrderedDict()
         self.kinds = [
-            Kind(
+            Watched(
                 "nodes",
                 "/api/v1/nodes",
                 {},
@@ -219,7 +219,7 @@ class LiveCluster:
                 key_of=_meta_key,
                 forget=self.view.remove_node,
             ),
-            Kind(
+            Watched(
                 "pods",
                 "/api/v1/pods",
                 {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
@@ -231,7 +231,7 @@ class LiveCluster:
             ),
         ]
         self.kinds.append(
-            Kind(
+            Watched(
                 "placementpolicies",
                 "/apis/berth.dev/v1alpha1/placementpolicies",
                 {},
@@ -249,14 +249,14 @@ class LiveCluster:
         self.reflectors = [Reflector(client, k, self) for k in self.kinds]
         self._tasks: list[asyncio.Task] = []
 
-    def _workload_kind(self, kind: str, name: str, path: str) -> Kind:
+    def _workload_kind(self, kind: str, name: str, path: str) -> Watched:
         view = self.view
 
         def forget(key: str) -> None:
             namespace, _, rest = key.rpartition("/")
             view.remove_workload(kind, namespace, rest)
 
-        return Kind(
+        return Watched(
             name,
             path,
             {},

@@ -1,5 +1,5 @@
 """`berth.dev/tags`: the tags a pod carries, as the cluster model reads them for every pod (the tag
-rules that look at them are berth.vocab.tags)."""
+rules that look at them are berth.vocab.tag_affinity)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
 from berth.extender.sample import HandOvers, feasible_nodes_to_find, sampled, thin
-from berth.vocab.planned import EVENT as PLANNED_EVENT
+from berth.vocab.planned_target import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
 

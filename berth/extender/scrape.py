@@ -33,14 +33,14 @@ class Poster(Protocol):
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
-class Verdict:
+class AccessVerdict:
     __slots__ = ("reason", "status")
 
     def __init__(self, status: int, reason: str) -> None:
         self.status, self.reason = status, reason
 
 
-ALLOWED = Verdict(200, "")
+ALLOWED = AccessVerdict(200, "")
 
 
 class DelegatedAuth:
@@ -50,12 +50,12 @@ class DelegatedAuth:
         self, client: Poster, *, ttl: float = CACHE_SECONDS, clock: Callable[[], float] = time.monotonic
     ):
         self.client, self.ttl, self.clock = client, ttl, clock
-        self._cache: dict[str, tuple[float, Verdict]] = {}
+        self._cache: dict[str, tuple[float, AccessVerdict]] = {}
 
-    async def check(self, authorization: str | None, path: str) -> Verdict:
+    async def check(self, authorization: str | None, path: str) -> AccessVerdict:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            return Verdict(401, "a bearer token is required")
+            return AccessVerdict(401, "a bearer token is required")
         key = hashlib.sha256(f"{path}\0{token.strip()}".encode()).hexdigest()
         now = self.clock()
         cached = self._cache.get(key)
@@ -65,20 +65,20 @@ class DelegatedAuth:
             verdict = await self._review(token.strip(), path)
         except ApiError as exc:  # not cached: the next scrape asks again
             log.warning("metrics authorisation not checked: %s", exc)
-            return Verdict(503, "the API server could not check the token")
+            return AccessVerdict(503, "the API server could not check the token")
         if len(self._cache) >= CACHE_MAX:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = (now + self.ttl, verdict)
         return verdict
 
-    async def _review(self, token: str, path: str) -> Verdict:
+    async def _review(self, token: str, path: str) -> AccessVerdict:
         review = await self.client.post(
             "/apis/authentication.k8s.io/v1/tokenreviews",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
         )
         status = review.get("status") or {}
         if not status.get("authenticated"):
-            return Verdict(401, "the token is not valid")
+            return AccessVerdict(401, "the token is not valid")
         user = status.get("user") or {}
         spec: dict[str, Any] = {
             "user": user.get("username", ""),
@@ -94,14 +94,14 @@ class DelegatedAuth:
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
         )
         if not (access.get("status") or {}).get("allowed"):
-            return Verdict(403, f"{spec['user']} may not get {path}")
+            return AccessVerdict(403, f"{spec['user']} may not get {path}")
         return ALLOWED
 
 
 class NoAuth:
     """`--metrics-auth none`: for a local run without an API server to ask (a snapshot)."""
 
-    async def check(self, authorization: str | None, path: str) -> Verdict:
+    async def check(self, authorization: str | None, path: str) -> AccessVerdict:
         return ALLOWED
 
 

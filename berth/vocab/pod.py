@@ -14,7 +14,7 @@ from berth.errors import InvalidAnnotation
 from berth.vocab.alloc.request import ANNOTATIONS as ALLOC_ANNOTATIONS
 from berth.vocab.alloc.request import AllocRequest, compile_alloc
 from berth.vocab.policy.compile import name_problem
-from berth.vocab.tags import TagSpec, compile_tags
+from berth.vocab.tag_affinity import TagSpec, compile_tags
 
 if TYPE_CHECKING:
     from berth.vocab.alloc.config import AllocatorConfig

@@ -28,7 +28,7 @@ ALWAYS_HARD = (REQUIRE_WITH_TAG, REQUIRE_WITHOUT_TAG, PLACEMENT_POLICY)
 ALWAYS_TIERS = (PLANNED_TARGET, TAG_AFFINITY, KUBE_PREFERENCES)
 ALWAYS = (*ALWAYS_HARD, *ALWAYS_TIERS)
 
-# Every step a chain may name besides the allocator's (whose names are berth.vocab.alloc.names): the
+# Every step a chain may name besides the allocator's (whose names are berth.vocab.alloc.plugin_names): the
 # chain builder (berth.pipeline) resolves each to its class, and checks it has one for every name.
 OTHER_STEPS = (
     KUBE_NODE_READY,

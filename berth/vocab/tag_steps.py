@@ -17,7 +17,7 @@ from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, S
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.json_annotation import show
 from berth.vocab import step_names
-from berth.vocab.tags import PREFER_WITH, PREFER_WITHOUT, REQUIRE_WITH, REQUIRE_WITHOUT, TagAffinity
+from berth.vocab.tag_affinity import PREFER_WITH, PREFER_WITHOUT, REQUIRE_WITH, REQUIRE_WITHOUT, TagAffinity
 
 REQUIRE_WITH_STEP = step_names.REQUIRE_WITH_TAG
 REQUIRE_WITHOUT_STEP = step_names.REQUIRE_WITHOUT_TAG

@@ -30,7 +30,7 @@ from berth.json_annotation import show
 from berth.vocab import step_names
 from berth.vocab.alloc.custom import load_path
 from berth.vocab.alloc.description import Description, check_names, names_in, parse_description, show_value
-from berth.vocab.alloc.names import builtin_names
+from berth.vocab.alloc.plugin_names import builtin_names
 from berth.vocab.alloc.values import (
     PLATFORM_SHAPE,
     PlatformMap,

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from typing import Any
 
 from berth.json_annotation import show
-from berth.vocab.alloc.names import lookup
+from berth.vocab.alloc.plugin_names import lookup
 
 Description = tuple[Any, ...]  # ("pipe" | "or", member, ...) with members names or nested tuples
 MAX_DEPTH = 16

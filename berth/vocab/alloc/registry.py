@@ -1,6 +1,6 @@
 """Every algorithm of the seed berth runs, as its step class (implemented, or a data step that computes
 from the cluster view). The names, the refused ones with the reason they have no meaning on Kubernetes,
-and what a name means are in berth.vocab.alloc.names; docs/allocator.md has the same table for people.
+and what a name means are in berth.vocab.alloc.plugin_names; docs/allocator.md has the same table for people.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from berth.vocab.alloc import (
     capacity,
     data,
     locality,
-    names,
     network,
     platform,
+    plugin_names,
     scorers,
     state_filters,
     traits,
 )
 from berth.vocab.alloc.base import AllocStep
-from berth.vocab.alloc.names import PREFIX
+from berth.vocab.alloc.plugin_names import PREFIX
 
 STEPS: tuple[type[AllocStep], ...] = (
     locality.CalculateAffinity,
@@ -61,5 +61,7 @@ STEPS: tuple[type[AllocStep], ...] = (
 
 # The seed's name (without the alloc/ prefix) -> step class.
 ALGORITHMS: dict[str, type[AllocStep]] = {cls.name.removeprefix(PREFIX): cls for cls in STEPS}
-if tuple(ALGORITHMS) != names.ALGORITHMS:  # the leaf list of names and the classes must agree
-    raise ImportError(f"berth.vocab.alloc.names.ALGORITHMS differs from the steps: {sorted(ALGORITHMS)}")
+if tuple(ALGORITHMS) != plugin_names.ALGORITHMS:  # the leaf list of names and the classes must agree
+    raise ImportError(
+        f"berth.vocab.alloc.plugin_plugin_names.ALGORITHMS differs from the steps: {sorted(ALGORITHMS)}"
+    )

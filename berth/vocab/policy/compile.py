@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
-import berth.vocab.policy.model as m
+import berth.vocab.policy.schema as m
 from berth.cluster.selectors import Selector
 from berth.cluster.topology import per_domain, short
 from berth.errors import InvalidPolicy

@@ -9,7 +9,7 @@ from typing import Any
 from berth.cluster.snapshot import read_documents
 from berth.errors import InvalidPolicy
 from berth.vocab.policy.compile import CompiledPolicy, is_policy_tree, load_policy, load_tree
-from berth.vocab.policy.model import KIND
+from berth.vocab.policy.schema import KIND
 
 
 def policies_in(path: str) -> list[CompiledPolicy]:

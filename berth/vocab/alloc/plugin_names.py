@@ -86,31 +86,31 @@ REFUSED: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
+class NameLookup:
     kind: str = ""  # alloc | berth | config | entry-point
     refused: str = ""
     unknown: bool = False
     suggestion: str = ""
 
 
-def lookup(name: str, custom: Collection[str] = ()) -> Found:
+def lookup(name: str, custom: Collection[str] = ()) -> NameLookup:
     """What a chain name means: one of the seed's algorithms (with or without alloc/), one of berth's
     other named steps (tags/..., kube/..., policy/...), or a custom algorithm (the configuration's
     `algorithms`, `custom`, or an installed entry point)."""
     bare = name.removeprefix(PREFIX)
     if bare in REFUSED:
-        return Found(refused=REFUSED[bare])
+        return NameLookup(refused=REFUSED[bare])
     if bare in ALGORITHMS:
-        return Found(kind="alloc")
+        return NameLookup(kind="alloc")
     if name in step_names.OTHER_STEPS:
-        return Found(kind="berth")
+        return NameLookup(kind="berth")
     if name in custom:
-        return Found(kind="config")
+        return NameLookup(kind="config")
     if name in discovered():
-        return Found(kind="entry-point")
+        return NameLookup(kind="entry-point")
     known = [*ALGORITHMS, *step_names.OTHER_STEPS, *custom, *discovered()]
     close = difflib.get_close_matches(name, known, n=1)
-    return Found(unknown=True, suggestion=close[0] if close else "")
+    return NameLookup(unknown=True, suggestion=close[0] if close else "")
 
 
 def builtin_names() -> set[str]:
