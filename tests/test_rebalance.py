@@ -405,3 +405,16 @@ def test_evictions_write_the_target_first_skip_a_pod_a_budget_protects_and_count
     d = "/api/v1/namespaces/shop/pods/web-d"
     assert calls[-1] == ("PATCH", d)
     assert seen[-1][2]["metadata"]["annotations"] == {ann.REBALANCE_TARGET: None}
+
+
+def test_a_what_if_policy_plans_the_moves_it_would_cause(tmp_path, capsys):
+    # no policy in the cluster: two web pods share n1, and only the what-if's ONE_PER_HOST moves one
+    busy = _cluster(
+        tmp_path, cn("n1"), cn("n2"), web("web-a", "n1"), web("web-b", "n1", started="2026-12-01T11:00:00Z")
+    )
+    assert main(["rebalance", "--cluster", busy, "-n", "shop"]) == 0
+    capsys.readouterr()
+    what_if = tmp_path / "one.yaml"
+    what_if.write_text(yaml.safe_dump(ONE_PER_HOST))
+    assert main(["rebalance", "--cluster", busy, "-n", "shop", "--policy", str(what_if)]) == 1
+    assert "~ shop/web-b: n1 -> n2" in capsys.readouterr().out

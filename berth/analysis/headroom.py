@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from berth.cluster.model import Pod
+from berth.cluster.topology import ZONE
 from berth.cluster.view import ClusterView
 from berth.engine import Decision, Pipeline, decide
 
@@ -97,7 +98,6 @@ def _rows(before: dict[str, int], placed: Counter, refusal: Decision | None) -> 
 
 
 # -- the room left, without a pod shape (berth capacity without --pod) -------------------------------------
-ZONE_LABEL = "topology.kubernetes.io/zone"
 NO_ZONE = "(no zone)"
 
 
@@ -136,7 +136,7 @@ def room_left(view: ClusterView) -> RoomLeft:
     """Per node the resources its pods' requests leave of its allocatable (kube-scheduler's
     NodeResourcesFit counts the same), and per zone the sum over the nodes that take new pods."""
     nodes = []
-    for state in sorted(view.states(), key=lambda s: (s.node.labels.get(ZONE_LABEL, NO_ZONE), s.node.name)):
+    for state in sorted(view.states(), key=lambda s: (s.node.labels.get(ZONE, NO_ZONE), s.node.name)):
         node = state.node
         allocatable = (
             node.allocatable.get("cpu", 0),
@@ -153,7 +153,7 @@ def room_left(view: ClusterView) -> RoomLeft:
         nodes.append(
             Room(
                 node.name,
-                node.labels.get(ZONE_LABEL, NO_ZONE),
+                node.labels.get(ZONE, NO_ZONE),
                 max(0, allocatable[0] - state.requested.get("cpu", 0)),
                 max(0, allocatable[1] - state.requested.get("memory", 0)),
                 max(0, allocatable[2] - len(state.pods)),

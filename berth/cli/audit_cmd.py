@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 from berth.cli.options import (
-    EXIT_INVALID,
     EXIT_NO_FIT,
     EXIT_PLACED,
     WHAT_IF_CONFIG,
@@ -19,12 +17,12 @@ from berth.cli.options import (
 )
 from berth.cli.sources import (
     allocator_config,
+    apply_what_if,
     one_stdin,
     source_snapshot,
     what_if_policies,
 )
-from berth.errors import BerthError, InvalidPolicy
-from berth.inputs import label
+from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
 
@@ -76,40 +74,16 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.analysis.audit import FINDING_KINDS, audit, governed_pods
+    from berth.analysis.audit import FINDING_KINDS, audit
     from berth.report import audit_table
 
     fail_on = _fail_on(args.fail_on, FINDING_KINDS)
     one_stdin(args.cluster, *(args.policy or ()), args.config)
-    try:
-        policies = what_if_policies(args.policy or [])
-    except InvalidPolicy as exc:
-        for line in exc.errors or [exc.message]:
-            print(f"berth: {line}", file=sys.stderr)
-        return EXIT_INVALID
+    policies = what_if_policies(args.policy or [])  # InvalidPolicy: main says every problem
     config = allocator_config(args.config)
     snapshot = source_snapshot(args)
     namespaces = () if args.all_namespaces else tuple(args.namespace or ())
-    warnings: list[str] = []
-    applied = []
-    for path, obj in policies:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        if not meta.get("namespace"):
-            # As `kubectl apply -f` would: in the namespace asked for (one -n), else the context's.
-            where = namespaces[0] if len(namespaces) == 1 else snapshot.namespace
-            obj = {**obj, "metadata": {**meta, "namespace": where}}
-            warnings.append(
-                f"{label(path)}: PlacementPolicy {meta.get('name') or '<unnamed>'} has no namespace: "
-                f"applied in namespace {where}"
-            )
-        # As `kubectl apply` would: added to its namespace, or in place of the policy of that name.
-        applied.append((path, snapshot.view.upsert_policy(obj)))
-    for path, policy in applied:
-        if not any(True for _ in governed_pods(snapshot.view, policy)):
-            warnings.append(
-                f"{label(path)}: PlacementPolicy {policy.namespace}/{policy.name} governs no running pod "
-                f"in namespace {policy.namespace}: the what-if changes nothing there"
-            )
+    warnings = apply_what_if(snapshot, policies, namespaces)
     report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=namespaces)
     report.warnings.extend(warnings)
     emit(

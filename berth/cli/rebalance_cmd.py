@@ -9,7 +9,6 @@ from typing import Any
 
 from berth.analysis.rebalance import Limits
 from berth.cli.options import (
-    EXIT_INVALID,
     EXIT_NO_FIT,
     EXIT_PLACED,
     WHAT_IF_CONFIG,
@@ -22,10 +21,11 @@ from berth.cli.options import (
 )
 from berth.cli.sources import (
     allocator_config,
+    apply_what_if,
     source_snapshot,
     what_if_policies,
 )
-from berth.errors import BerthError, InvalidPolicy
+from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
 
@@ -99,22 +99,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.apply and not args.live:
         raise BerthError("--apply evicts pods of a live cluster: it goes with --live")
-    try:
-        policies = what_if_policies(args.policy or [])
-    except InvalidPolicy as exc:
-        for line in exc.errors or [exc.message]:
-            print(f"berth: {line}", file=sys.stderr)
-        return EXIT_INVALID
+    policies = what_if_policies(args.policy or [])  # InvalidPolicy: main says every problem
     config = allocator_config(args.config)
     snapshot = source_snapshot(args)
-    for obj in policies:
-        snapshot.view.upsert_policy(obj)
+    namespaces = () if args.all_namespaces else (args.namespace or [snapshot.namespace])
+    for warning in apply_what_if(snapshot, policies, namespaces):
+        print(f"berth: warning: {warning}", file=sys.stderr)
     limits = Limits(per_node=args.max_per_node, per_namespace=args.max_per_namespace, per_round=args.max)
     found = plan(
         snapshot.view,
         build_pipeline(config, offline=False),
         build_pipeline(config, offline=True),
-        namespaces=() if args.all_namespaces else (args.namespace or [snapshot.namespace]),
+        namespaces=namespaces,
         limits=limits,
         include_bare=args.include_bare,
     )

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from berth.analysis.preemption import preemption_events
 from berth.analysis.simulate_diff import changes
 from berth.cli.options import (
-    EXIT_INVALID,
     add_cluster_source,
     add_config,
     add_pod,
@@ -29,7 +27,7 @@ from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot
 from berth.engine.decide import decide
 from berth.engine.decision import Decision
-from berth.errors import BerthError, InvalidPolicy
+from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
 from berth.pipeline import build_pipeline
 from berth.report import diff_table, replica_summary, summary_table, table
@@ -91,12 +89,7 @@ def run(args: argparse.Namespace) -> int:
     one_stdin(args.cluster, args.pod, *(args.policy or ()), args.config)
     if args.summary and args.diff:
         raise BerthError("--summary and --diff go separately: the diff is per pod, the summary per node")
-    try:
-        policies = load_policy_files(args.policy) if args.policy else None
-    except InvalidPolicy as exc:
-        for line in exc.errors:
-            print(f"berth: {line}", file=sys.stderr)
-        return EXIT_INVALID
+    policies = load_policy_files(args.policy) if args.policy else None  # InvalidPolicy: main says it
     config = allocator_config(args.config)
     if args.diff:
         if policies is None and config is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from berth.analysis.audit import governed_pods
 from berth.cli.options import (
     EXIT_INVALID,
     EXIT_NO_FIT,
@@ -117,6 +118,34 @@ def what_if_policies(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
                 )
             objects.append((path, obj))
     return objects
+
+
+def apply_what_if(
+    snapshot: Snapshot, policies: list[tuple[str, dict[str, Any]]], namespaces: Sequence[str]
+) -> list[str]:
+    """The what-if PlacementPolicies applied over the snapshot's own, as `kubectl apply` would: one
+    without a namespace in the namespace asked for (one -n), else the context's; each added to its
+    namespace or in place of the policy of that name. The warnings: a policy put in a namespace, one
+    that governs no running pod."""
+    warnings: list[str] = []
+    applied = []
+    for path, obj in policies:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if not meta.get("namespace"):
+            where = namespaces[0] if len(namespaces) == 1 else snapshot.namespace
+            obj = {**obj, "metadata": {**meta, "namespace": where}}
+            warnings.append(
+                f"{label(path)}: PlacementPolicy {meta.get('name') or '<unnamed>'} has no namespace: "
+                f"applied in namespace {where}"
+            )
+        applied.append((path, snapshot.view.upsert_policy(obj)))
+    for path, policy in applied:
+        if not any(True for _ in governed_pods(snapshot.view, policy)):
+            warnings.append(
+                f"{label(path)}: PlacementPolicy {policy.namespace}/{policy.name} governs no running pod "
+                f"in namespace {policy.namespace}: the what-if changes nothing there"
+            )
+    return warnings
 
 
 def find_pod(snapshot: Snapshot, name: str, namespace: str | None, everywhere: bool) -> Pod:

@@ -89,12 +89,9 @@ class Domains:
             out.update(self.members.get(value, ()))
         return out
 
-    def short(self) -> str:
-        """How a message names the key: `zone` for topology.kubernetes.io/zone."""
-        return short(self.key)
-
 
 def short(key: str) -> str:
+    """How a message names a key: `zone` for topology.kubernetes.io/zone."""
     return key.rsplit("/", 1)[-1]
 
 

@@ -57,12 +57,6 @@ class TagAffinity:
         pairs = zip(CONSTRAINTS, lists, strict=True)
         return {name: list(tags) for name, tags in pairs if tags}
 
-    def per(self) -> str:
-        """How messages say what the constraints count over: "on the node", "in the node's zone"."""
-        if self.topology is None:
-            return "on the node"
-        return f"in the node's {self.topology.rsplit('/', 1)[-1]} ({self.topology})"
-
 
 @dataclass(frozen=True, slots=True)
 class TagSpec:

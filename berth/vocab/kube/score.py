@@ -49,13 +49,14 @@ from typing import NamedTuple
 import numpy as np
 
 from berth.cluster.model import Node, Toleration
+from berth.cluster.topology import HOSTNAME
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import ArrayValues, PodContext, Skipped, Tier, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import term_matches
 from berth.vocab.kube.interpod import topology_score
-from berth.vocab.kube.spread import HOSTNAME, Soft, domain_counts, matching_nodes, own_soft, system_soft
+from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
 
 MAX = 100  # kube's MaxNodeScore
 WEIGHTS = {"taints": 3, "node_affinity": 2, "spread": 2, "inter_pod": 2, "least": 1, "balanced": 1}

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 
 from berth.cluster.model import Node, Pod, SpreadConstraint
 from berth.cluster.selectors import Selector
+from berth.cluster.topology import HOSTNAME, ZONE
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.filters import selects_node, untolerated
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 # kube's systemDefaultConstraints (PodTopologySpread with defaultingType System).
 SYSTEM_DEFAULTS = ((HOSTNAME, 3), (ZONE, 5))
 
