@@ -228,6 +228,24 @@ class Stack:
             time.sleep(1)
         raise RuntimeError(f"webhook not serving:\n{self.operator.tail()}")
 
+    # -- what a test does on the cluster -----------------------------------------------------------
+    def apply(self, *objects: dict[str, Any]) -> None:
+        self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's pods that are not being deleted."""
+        items = self.cp.kubectl_json("get", "pods", "-n", namespace)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def berth(self, *args: str) -> tuple[int, dict[str, Any]]:
+        """`berth ARGS --live -o json` on this cluster: its exit code (0 or 1) and its answer."""
+        argv = [sys.executable, "-m", "berth.cli", *args, "--live", "--kubeconfig", str(self.cp.kubeconfig)]
+        result = subprocess.run(
+            [*argv, "--output", "json"], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
+        )
+        assert result.returncode in (0, 1), result.stderr
+        return result.returncode, json.loads(result.stdout)
+
     def restart_scheduler(self) -> None:
         self.cp.kill(self.scheduler_name)
         self.cp.revive(self.scheduler_name)
@@ -235,6 +253,32 @@ class Stack:
     def stop(self) -> None:
         self.operator.stop()
         self.extender.stop()
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
+    return any(
+        c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", [])
+    )
+
+
+@contextlib.contextmanager
+def with_kwok_nodes(nodes: dict[str, dict[str, str]]) -> Iterator[Stack]:
+    """A control plane whose workloads run (kube-controller-manager, kwok), berth's stack on it, and
+    `nodes` (name -> labels) as kwok nodes of 4 CPUs and 16Gi: a module's `stack` fixture."""
+    cp = ControlPlane()
+    cp.start()
+    stack = Stack(cp)
+    try:
+        cp.start_controllers()
+        stack.start()
+        for name, labels in nodes.items():
+            cp.create_node(name, cpu="4", memory="16Gi", kwok=True, labels=labels)
+        stack.wait_nodes(len(nodes))
+        yield stack
+    finally:
+        stack.stop()
+        cp.stop()
 
 
 # The kube-scheduler releases the version-sensitive tests run against: ids and ControlPlane(kubernetes=).

@@ -11,17 +11,13 @@ kwok's simulated kubelets) with berth-scheduler placing the replacements:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from controlplane import ControlPlane
-from stack import Stack, until
+from stack import Stack, ready, until, with_kwok_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = [f"w-{i}" for i in range(5)]
@@ -30,56 +26,8 @@ APP = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    cp = ControlPlane()
-    cp.start()
-    stack = Stack(cp)
-    try:
-        cp.start_controllers()
-        stack.start()
-        for i, name in enumerate(NODES):
-            cp.create_node(name, cpu="4", memory="16Gi", kwok=True, labels={"pool": "a" if i < 2 else "b"})
-        stack.wait_nodes(len(NODES))
-        yield stack
-    finally:
-        stack.stop()
-        cp.stop()
-
-
-def _apply(stack: Stack, *objects: dict[str, Any]) -> None:
-    stack.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
-
-
-def _berth(stack: Stack, *args: str) -> tuple[int, dict[str, Any]]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli",
-            *args,
-            "--live",
-            "--kubeconfig",
-            str(stack.cp.kubeconfig),
-            "--output",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode in (0, 1), result.stderr
-    return result.returncode, json.loads(result.stdout)
-
-
-def _pods(stack: Stack, ns: str) -> list[dict[str, Any]]:
-    items = stack.cp.kubectl_json("get", "pods", "-n", ns)["items"]
-    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    with with_kwok_nodes({name: {"pool": "a" if i < 2 else "b"} for i, name in enumerate(NODES)}) as made:
+        yield made
 
 
 def _one_per_host(ns: str) -> dict[str, Any]:
@@ -126,8 +74,8 @@ def _planted(stack: Stack, ns: str, replicas: int, *, only: list[str], pool: str
         "spec": {"replicas": replicas, "selector": {"matchLabels": APP}, "template": template},
     }
     try:
-        _apply(stack, deployment)
-        until(f"{replicas} Ready pods", lambda: len([p for p in _pods(stack, ns) if _ready(p)]) == replicas)
+        stack.apply(deployment)
+        until(f"{replicas} Ready pods", lambda: len([p for p in stack.pods(ns) if ready(p)]) == replicas)
     finally:
         for name in others:
             stack.cp.kubectl("uncordon", name)
@@ -137,17 +85,15 @@ def _planted(stack: Stack, ns: str, replicas: int, *, only: list[str], pool: str
         "metadata": {"name": "web-by-hand", "namespace": ns, "labels": APP},
         "spec": {**json.loads(json.dumps(template["spec"])), "nodeName": only[0]},
     }
-    _apply(stack, bare, _one_per_host(ns))
+    stack.apply(bare, _one_per_host(ns))
     until("the policy Ready", lambda: _policy_ready(stack, ns))
-    until(
-        "the pod bound by hand Ready", lambda: len([p for p in _pods(stack, ns) if _ready(p)]) == replicas + 1
-    )
+    until("the pod bound by hand Ready", lambda: len([p for p in stack.pods(ns) if ready(p)]) == replicas + 1)
 
 
 def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_nodes(stack: Stack) -> None:
     ns = "rebalance"
     _planted(stack, ns, 4, only=["w-0", "w-1"])
-    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in _pods(stack, ns)}
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in stack.pods(ns)}
     assert sorted(Counter(before.values()).values()) == [2, 3]  # 2 + 2 replicas, and the bare pod
     budget = {
         "apiVersion": "policy/v1",
@@ -156,7 +102,7 @@ def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_node
         # the replicas only: a pod without a controller would leave the budget without a status
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"replica": "yes"}}},
     }
-    _apply(stack, budget)
+    stack.apply(budget)
     until(
         "the budget allows one disruption",
         lambda: (
@@ -164,12 +110,12 @@ def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_node
             == 1
         ),
     )
-    code, report = _berth(stack, "audit", "-n", ns)
+    code, report = stack.berth("audit", "-n", ns)
     # audit reports the excess: of w-0's three pods two, of w-1's two one.
     assert code == 1 and len(report["violations"]["policy/placement-policy"]) == 3, report
-    code, dry = _berth(stack, "rebalance", "-n", ns)
+    code, dry = stack.berth("rebalance", "-n", ns)
     assert code == 1 and len(dry["moves"]) == 2
-    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in _pods(stack, ns)} == before  # a dry run
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in stack.pods(ns)} == before  # a dry run
     (bare,) = [k for k in dry["kept"] if k["pod"] == f"{ns}/web-by-hand"]
     assert "no controller would replace it" in bare["why"]
 
@@ -179,7 +125,7 @@ def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_node
     # eviction, and the budget then allows it: both outcomes are the budget at work.)
     stack.cp.kill("berth-scheduler")
     try:
-        code, first = _berth(stack, "rebalance", "-n", ns, "--apply")
+        code, first = stack.berth("rebalance", "-n", ns, "--apply")
     finally:
         stack.cp.revive("berth-scheduler")
     outcomes = Counter(e["outcome"] for e in first["evictions"])
@@ -190,7 +136,7 @@ def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_node
     replacement = until(
         "the replacement Ready",
         lambda: next(
-            (p for p in _pods(stack, ns) if p["metadata"]["name"] not in before and _ready(p)),
+            (p for p in stack.pods(ns) if p["metadata"]["name"] not in before and ready(p)),
             None,
         ),
     )
@@ -209,7 +155,7 @@ def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_node
     evicted = [moved["pod"]]
     for _ in range(4):
         until("the budget allows one disruption again", lambda: _allowed(stack, ns) == 1)
-        code, later = _berth(stack, "rebalance", "-n", ns, "--apply")
+        code, later = stack.berth("rebalance", "-n", ns, "--apply")
         if not later["moves"]:
             break
         evicted += [
@@ -224,14 +170,14 @@ def test_rebalance_moves_one_of_each_pair_through_the_budget_to_the_planned_node
     replicas = until(
         "4 Ready replicas",
         lambda: (
-            (pods := [p for p in _pods(stack, ns) if _ready(p) and p["metadata"]["name"] != "web-by-hand"])
+            (pods := [p for p in stack.pods(ns) if ready(p) and p["metadata"]["name"] != "web-by-hand"])
             and len(pods) == 4
             and pods
         ),
     )
     # One per node, none next to the pod bound by hand: nothing breaks ONE_PER_HOST any more.
     assert sorted(p["spec"]["nodeName"] for p in replicas) == ["w-1", "w-2", "w-3", "w-4"]
-    assert _berth(stack, "audit", "-n", ns)[0] == 0
+    assert stack.berth("audit", "-n", ns)[0] == 0
 
 
 def _allowed(stack: Stack, ns: str) -> int | None:
@@ -242,10 +188,10 @@ def test_nothing_is_evicted_when_no_node_would_take_the_replacement(stack: Stack
     ns = "stuck"
     # Pool a is two nodes; three pods of the app may go only there, one per node.
     _planted(stack, ns, 3, only=["w-0", "w-1"], pool="a")
-    uids = sorted(p["metadata"]["uid"] for p in _pods(stack, ns))
-    code, report = _berth(stack, "rebalance", "-n", ns, "--apply")
+    uids = sorted(p["metadata"]["uid"] for p in stack.pods(ns))
+    code, report = stack.berth("rebalance", "-n", ns, "--apply")
     assert code == 1 and report["moves"] == []
     why = {k["pod"]: k["why"] for k in report["kept"]}
     assert "no controller would replace it" in why.pop(f"{ns}/web-by-hand")
     assert why and all("no node would take its replacement" in w for w in why.values()), why
-    assert sorted(p["metadata"]["uid"] for p in _pods(stack, ns)) == uids
+    assert sorted(p["metadata"]["uid"] for p in stack.pods(ns)) == uids
