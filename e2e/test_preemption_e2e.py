@@ -239,9 +239,15 @@ def test_one_eviction_where_the_pod_berths_rule_needs_gone_also_frees_the_room(s
         _pod("batch-n2-a", ns, priority=LOW, cpu="1800m", node=n2, tags=["batch"]),
         _pod("filler-n2", ns, priority=LOW, cpu="1800m", node=n2),
     ]
-    _apply(stack, *low)
     names = [p["metadata"]["name"] for p in low]
-    until("the running pods", lambda: all(_running(stack, ns, n) for n in names))
+    # kube's dry run reprieves the pod that started first (MoreImportantPod: same priority, earlier
+    # status.startTime), and startTime has one-second resolution: the filler starts a second later,
+    # so kube's victim on n2 is the filler and not, by a tie, batch-n2-a.
+    _apply(stack, *low[:-1])
+    until("the running pods", lambda: all(_running(stack, ns, n) for n in names[:-1]))
+    time.sleep(1.2)
+    _apply(stack, low[-1])
+    until("the filler running", lambda: _running(stack, ns, names[-1]))
     _apply(stack, _pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
     placed = until("web-high placed", lambda: (n := _names(stack, ns)).get("web-high") and n)
     time.sleep(3)  # a second eviction, had there been one, would show by now
