@@ -488,7 +488,7 @@ def test_the_pods_berth_refused_are_retried_once_a_pod_of_their_namespace_left_i
         gone = v.remove_pod(key)
         placer.pod_left(gone)
         await asyncio.sleep(0)
-        await asyncio.gather(*placer._retries)
+        await asyncio.gather(*placer._background)
 
     asyncio.run(leave("b/other-ns"))  # another namespace: berth's rules did not count it
     assert retried == []

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
@@ -128,7 +130,7 @@ def _placer(nodes: int, *, handed: list, events: list):
     async def record(p, evs):
         events.extend((p.name, e.reason, e.message) for e in evs)
 
-    return Placer(
+    placer = Placer(
         SnapshotCluster(v),
         online=default_pipeline(offline=False),
         offline=default_pipeline(offline=True),
@@ -137,15 +139,55 @@ def _placer(nodes: int, *, handed: list, events: list):
         kube_sample={"berth-scheduler": 0},
         nominate=nominate,
     )
+    placer.loop = _loop()  # one loop: the writes of the nomination run in the background
+    return placer
+
+
+_loops: list[asyncio.AbstractEventLoop] = []
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    _loops.append(asyncio.new_event_loop())
+    return _loops[-1]
+
+
+@pytest.fixture(autouse=True)
+def _close_loops():
+    yield
+
+    async def drained() -> None:  # the writes still waiting, as berth serve's shutdown would
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    while _loops:
+        loop = _loops.pop()
+        loop.run_until_complete(drained())
+        loop.close()
 
 
 def _filter(placer, pod_obj, names):
-    import asyncio
-
     from berth.extender import wire
 
     args = wire.ExtenderFilterArgs(pod=pod_obj, node_names=orjson.dumps(names))
-    return asyncio.run(placer.filter(args))
+    return placer.loop.run_until_complete(placer.filter(args))
+
+
+def _watch_shows(placer, pod_obj, *, condition=None, nominated=None, wait=0.01):
+    """The watch's copy of the pod reaches berth serve: kube-scheduler's record of an attempt (its
+    PodScheduled condition) and the nomination as stored; then the background work runs."""
+    status = dict(pod_obj.get("status") or {})
+    if condition is not None:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "message": condition}]
+    if nominated is not None:
+        status["nominatedNodeName"] = nominated
+
+    async def shown() -> None:
+        placer.pod_status({**pod_obj, "status": status})  # (the watch calls it on berth serve's loop)
+        await asyncio.sleep(wait)
+
+    placer.loop.run_until_complete(shown())
 
 
 def _wants_db(**status):
@@ -163,31 +205,66 @@ def test_a_thin_pod_whose_node_is_outside_the_sample_is_handed_over_to_it():
     placer = _placer(120, handed=handed, events=events)
     sample = [f"n{i:03d}" for i in range(100)]  # kube found 100 feasible nodes and stopped
     answer = _filter(placer, _wants_db(), sample)
-    assert handed == [("app", "n119")]
     assert answer.error.startswith("berth: n119, outside kube-scheduler's sample (100 of 120 nodes)")
     assert [e[1] for e in events] == ["HandedOver"]
+    # not written while kube-scheduler's attempt is under way: its failure handling would clear it
+    assert handed == []
+    _watch_shows(placer, _wants_db(), condition="berth: something else")
+    assert handed == []
+    _watch_shows(placer, _wants_db(), condition=answer.error)  # kube recorded the attempt
+    assert handed == [("app", "n119")]
+    _watch_shows(placer, _wants_db(), condition=answer.error, nominated="n119")
+    assert handed == [("app", "n119")]  # written once
     # kube's next attempt evaluates the nominated node alone: berth accepts it.
     again = _filter(placer, _wants_db(nominatedNodeName="n119"), ["n119"])
     assert again.node_names == ["n119"] and len(handed) == 1
+
+
+def test_the_nomination_is_written_after_a_while_when_kube_records_nothing(monkeypatch):
+    import berth.extender.placer as placer_module
+
+    monkeypatch.setattr(placer_module, "WRITE_AFTER_AT_MOST", 0.02)
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(100)])
+    assert handed == []
+    placer.loop.run_until_complete(asyncio.sleep(0.1))  # kube's condition already said the same
+    assert handed == [("app", "n119")]
+
+
+def test_a_nomination_kube_cleared_is_written_again_a_bounded_number_of_times():
+    from berth.extender.sample import REWRITES_AT_MOST
+
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    answer = _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(100)])
+    _watch_shows(placer, _wants_db(), condition=answer.error)
+    for _ in range(REWRITES_AT_MOST + 2):
+        _watch_shows(placer, _wants_db(), condition=answer.error, nominated="n119")  # stored
+        _watch_shows(placer, _wants_db(), condition=answer.error, nominated="")  # kube cleared it
+    assert handed == [("app", "n119")] * (1 + REWRITES_AT_MOST)
 
 
 def test_a_node_kube_rejected_after_the_hand_over_is_not_nominated_again():
     handed, events = [], []
     placer = _placer(120, handed=handed, events=events)
     sample = [f"n{i:03d}" for i in range(100)]
-    _filter(placer, _wants_db(), sample)
+    answer = _filter(placer, _wants_db(), sample)
+    _watch_shows(placer, _wants_db(), condition=answer.error)
     # kube's filters refused n119 (berth's model disagreed): the next attempt came with a sample again.
-    answer = _filter(placer, _wants_db(nominatedNodeName="n119"), sample)
+    again = _filter(placer, _wants_db(nominatedNodeName="n119"), sample)
+    _watch_shows(placer, _wants_db(), condition="anything", nominated="")
     assert handed == [("app", "n119")]  # not nominated again
-    assert answer.node_names == [] and answer.error in (None, "")
+    assert again.node_names == [] and again.error in (None, "")
 
 
 def test_kube_schedulers_own_nomination_is_never_written_over():
     handed, events = [], []
     placer = _placer(120, handed=handed, events=events)
     sample = [f"n{i:03d}" for i in range(100)]
-    _filter(placer, _wants_db(nominatedNodeName="n005"), sample)  # preemption nominated it there
-    assert handed == []
+    answer = _filter(placer, _wants_db(nominatedNodeName="n005"), sample)  # preemption nominated it there
+    _watch_shows(placer, _wants_db(nominatedNodeName="n005"), condition=answer.error or "")
+    assert handed == [] and "HandedOver" not in [e[1] for e in events]
 
 
 def test_a_pod_kube_asked_about_every_feasible_node_is_not_widened():
@@ -261,6 +338,7 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
         kube_sample={"berth-scheduler": 0},
         nominate=nominate,
     )
+    placer.loop = _loop()
     body = pod("app", uid="uid-app", affinity={"require_with_tag": ["db"]} if world["wants"] else None)
     body["spec"]["schedulerName"] = "berth-scheduler"
     # kube's pass: from its start, the nodes its filters accept, until it has found enough
@@ -271,6 +349,8 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
     everywhere = decide(the_pod, v, offline, seed=seed_for(the_pod))
     over_sample = decide(the_pod, v, online, candidates=sample, seed=seed_for(the_pod))
     answer = _filter(placer, body, sample)
+    _watch_shows(placer, body, condition=answer.error or "", wait=0)  # kube recorded the attempt
+    placer.loop.run_until_complete(asyncio.sleep(0))
     event("handed over" if handed else ("placed in the sample" if answer.node_names else "refused"))
     if handed:
         ((_, node_name),) = handed
@@ -302,9 +382,11 @@ def test_an_attempt_before_kube_saw_the_nomination_is_not_handed_over_again():
     handed, events = [], []
     placer = _placer(120, handed=handed, events=events)
     sample = [f"n{i:03d}" for i in range(100)]
-    _filter(placer, _wants_db(), sample)
-    # kube tried again at once, its cache without berth's write yet: the same answer, no second write
+    answer = _filter(placer, _wants_db(), sample)
+    _watch_shows(placer, _wants_db(), condition=answer.error)
+    # kube tried again at once, its cache without berth's write yet: the same answer in the same words
+    # (kube's record of the attempt does not change), no second hand-over, no second write
     again = _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(10, 110) if i != 119])
     assert handed == [("app", "n119")] and [e[1] for e in events] == ["HandedOver"]
-    assert again.error == "berth: n119 is nominated for the pod (handed over)"
+    assert again.error == answer.error
     assert _filter(placer, _wants_db(nominatedNodeName="n119"), ["n119"]).node_names == ["n119"]

@@ -201,6 +201,9 @@ class LiveCluster:
         # Told of every bound pod that left its node (deleted, or done), once the view no longer holds
         # it: berth serve asks kube-scheduler to retry the pods it refused (Placer.pod_left).
         self.on_left: Callable[[Pod], None] | None = None
+        # Every pod as the watch shows it: berth serve writes a hand-over's nomination once
+        # kube-scheduler has recorded the attempt (Placer.pod_status).
+        self.on_pod: Callable[[dict[str, Any]], None] | None = None
         self.last_event = 0.0
         self.reservation_seconds = reservation_seconds
         self.verify_every = verify_every
@@ -341,6 +344,8 @@ class LiveCluster:
                 pod = msgspec.structs.replace(pod, node_name=current.node_name)
         held = self.view.pod(pod.key) if pod.terminal else None
         self.view.add_pod(pod)
+        if self.on_pod is not None:
+            self.on_pod(obj)
         if held is not None and held.node_name and not held.terminal and self.on_left is not None:
             self.on_left(held)
 

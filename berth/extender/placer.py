@@ -32,7 +32,7 @@ from berth.engine import Decision, Event, Pipeline, decide
 from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
-from berth.extender.sample import HandOvers, feasible_nodes_to_find, sampled, thin
+from berth.extender.sample import WRITE_AFTER_AT_MOST, HandOvers, feasible_nodes_to_find, sampled, thin
 from berth.vocab.planned_target import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
@@ -156,7 +156,7 @@ class Placer:
         # The pods berth refused (409), by namespace: retried when a pod of theirs leaves a node.
         self.retry = retry
         self._refused_pods: dict[str, dict[str, tuple[Pod, float]]] = {}
-        self._retries: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()  # work under way in the background
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, pod: Pod, decision: Decision) -> Remembered:
@@ -382,7 +382,7 @@ class Placer:
             return None  # kube-scheduler's own nomination (it preempted there): never written over
         pending = self.handovers.pending(key, pod.nominated_node)
         if pending is not None:  # handed over already; kube-scheduler has not seen the nomination yet
-            return wire.ExtenderFilterResult(error=f"berth: {pending} is nominated for the pod (handed over)")
+            return wire.ExtenderFilterResult(error=pending)
         if self.nominate is None or not self.handovers.allowed(key):
             self.observe_sample("refused")
             return None
@@ -396,21 +396,53 @@ class Placer:
             self.observe_sample("widened" if wide.chosen else "refused")
             return None
         node = wide.chosen
-        try:
-            await self.nominate(pod, node)
-        except Exception as exc:  # the decision over the sample stands, with its note
-            log.warning("nominating %s for %s failed: %s", node, pod.key, exc)
-            self.observe_sample("refused")
-            return None
-        self.handovers.handed_over(key, node)
-        self.observe_sample("handed_over")
         message = (
             f"berth: {node}, outside kube-scheduler's sample ({len(asked)} of {len(view)} nodes), is where "
             f"berth's rules place the pod ({feasible} of the sample meet them): nominated it, so that "
-            "kube-scheduler's next attempt evaluates it first"
+            f"kube-scheduler's next attempt evaluates it first (hand-over {self.handovers.count(key) + 1})"
         )
+        # Written once kube-scheduler has recorded this attempt (pod_status), or WRITE_AFTER_AT_MOST on.
+        self.handovers.handed_over(key, node, message, pod)
+        self._in_background(self._write_when_overdue(key, node))
+        self.observe_sample("handed_over")
         await self.recorder(pod, [Event("Normal", "HandedOver", message.removeprefix("berth: "))])
         return wire.ExtenderFilterResult(error=message)
+
+    def pod_status(self, obj: dict[str, Any]) -> None:
+        """The watch's copy of a pod, for the hand-overs (berth.extender.sample): the nomination is
+        written once kube-scheduler has recorded the attempt that handed the pod over, and written again
+        if kube cleared it."""
+        meta = obj.get("metadata") or {}
+        key = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        if not self.handovers.awaiting(key):
+            return
+        if (obj.get("spec") or {}).get("nodeName"):
+            self.handovers.bound(key)
+            return
+        status = obj.get("status") or {}
+        conditions = status.get("conditions") or ()
+        condition = next((c.get("message") for c in conditions if c.get("type") == "PodScheduled"), None)
+        write = self.handovers.to_write(key, condition, status.get("nominatedNodeName") or "")
+        if write is not None:
+            self._in_background(self._write_nomination(*write))
+
+    async def _write_when_overdue(self, key: str, node: str) -> None:
+        await asyncio.sleep(WRITE_AFTER_AT_MOST)
+        write = self.handovers.overdue(key, node)
+        if write is not None:
+            await self._write_nomination(*write)
+
+    async def _write_nomination(self, pod: Pod, node: str) -> None:
+        assert self.nominate is not None
+        try:
+            await self.nominate(pod, node)
+        except Exception as exc:  # the next attempt without it is answered as the hand-over was, a while
+            log.warning("nominating %s for %s failed: %s", node, pod.key, exc)
+
+    def _in_background(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _widened(self, pod: Pod, excluded: set[str]) -> tuple[list[str], int]:
         """The nodes a thin pod is decided over past kube's sample: those berth's own rules accept
@@ -517,9 +549,7 @@ class Placer:
         if not chosen:
             return
         why = f"pod {gone.name} left node {gone.node_name}"
-        task = asyncio.get_running_loop().create_task(self._retry_all(chosen, why))
-        self._retries.add(task)
-        task.add_done_callback(self._retries.discard)
+        self._in_background(self._retry_all(chosen, why))
 
     async def _retry_all(self, pods: list[Pod], why: str) -> None:
         assert self.retry is not None

@@ -257,6 +257,7 @@ def serve(
                 retry=api_retrier(client),
             )
             live.on_left = placer.pod_left
+            live.on_pod = placer.pod_status
             await live.start()
             if leadership is not None:
                 following = asyncio.create_task(leadership.run(), name="leadership")
