@@ -117,6 +117,7 @@ def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any], s
         "plain": "kube-scheduler's default profile, no rule",
         "spread": "kube-scheduler's required pod anti-affinity",
         "preferred": "kube-scheduler's preferred pod anti-affinity",
+        "narrow": "kube-scheduler's required pod affinity",
     }[shape]
     print(
         table(
@@ -172,10 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-new", type=int, help="new pods per scale run (default 1000; quick 100)")
     parser.add_argument(
         "--e2e-shape",
-        choices=("plain", "spread", "preferred"),
+        choices=("plain", "spread", "preferred", "narrow"),
         default="spread",
         help="the scale runs' rule: plain (none), spread (required anti-affinity against "
-        "require_without_tag) or preferred (preferred anti-affinity, kube's term for both schedulers)",
+        "require_without_tag), preferred (preferred anti-affinity, kube's term for both schedulers) or "
+        "narrow (required pod affinity against require_with_tag toward holders on `existing` nodes, "
+        "berth on both profiles)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args(argv)

@@ -72,6 +72,8 @@ CPU_HEADERS = [
 ALGORITHM = "algorithm seconds"
 RATIO_HEADERS = ["scenario", "berth pods/s", "kube-scheduler pods/s", "ratio"]
 GROUP_LABEL = "bench.berth.dev/group"
+HOLDERS = "holders"  # the narrow shape's group: the few nodes the new pods must join
+HANDED_OVER = "sample:handed_over"
 CONCURRENCY = 32
 QPS = "clientConnection:\n  kubeconfig: __KUBECONFIG__\n  qps: 1000\n  burst: 1000\n"
 
@@ -102,6 +104,16 @@ def _pod(name: str, namespace: str, scheduler: str, group: str, rule: str) -> di
             "berth.dev/tags": json.dumps([group]),
             "berth.dev/affinity": json.dumps({rule: [group]}),
         }
+    elif rule == "narrow-affinity":  # the narrow shape: next to a holder, in kube's words
+        holders = {
+            "labelSelector": {"matchLabels": {GROUP_LABEL: HOLDERS}},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        spec["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [holders]}}
+    elif rule == "require_with_tag":  # and in berth's
+        meta["annotations"] = {"berth.dev/affinity": json.dumps({rule: [HOLDERS]})}
+    elif rule == "holder":  # a holder carries the group in both words: its label and its tag
+        meta["annotations"] = {"berth.dev/tags": json.dumps([HOLDERS])}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -350,10 +362,12 @@ async def one_run(
 
 
 def _binds(scheduler: str, before: dict[str, float], after: dict[str, float]) -> str:
-    """berth serve's binds during a berth-scheduler run by outcome, as confirmed/rechecked/refused/failed."""
-    if scheduler != "berth-scheduler":
+    """berth serve's binds during a berth-scheduler run by outcome, as confirmed/rechecked/refused/failed,
+    and the pods it handed over past kube's sample (berth_sample_total{outcome="handed_over"})."""
+    if not scheduler.startswith("berth-scheduler"):
         return "-"
-    return "/".join(f"{after.get(o, 0) - before.get(o, 0):.0f}" for o in BIND_OUTCOMES)
+    binds = "/".join(f"{after.get(o, 0) - before.get(o, 0):.0f}" for o in BIND_OUTCOMES)
+    return f"{binds}, {after.get(HANDED_OVER, 0) - before.get(HANDED_OVER, 0):.0f} handed over"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -443,6 +457,8 @@ class Harness:
         self.configs = {
             "default-scheduler": ControlPlane.scheduler_config("default-scheduler", extra_yaml=QPS),
             "berth-scheduler": _berth_scheduler_config(self.port),
+            # the same kube-scheduler configuration: the opt-in profile that asks about every node
+            "berth-scheduler-exhaustive": _berth_scheduler_config(self.port),
         }
 
     def start_scheduler(self, name: str) -> subprocess.Popen:
@@ -455,8 +471,12 @@ class Harness:
 
     def binds(self) -> dict[str, float]:
         """berth serve's binds so far by outcome (confirmed, rechecked, refused, failed)."""
-        samples = _scrape(f"http://127.0.0.1:{self.port}/metrics", "berth_binds_total{")
-        return {name.split('"')[1]: value for name, value in samples.items()}
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        samples = _scrape(url, "berth_binds_total{")
+        out = {name.split('"')[1]: value for name, value in samples.items()}
+        for name, value in _scrape(url, "berth_sample_total{").items():
+            out[f"sample:{name.split(chr(34))[1]}"] = value
+        return out
 
     async def prepare(self, api: Api, nodes: int) -> dict[str, int]:
         """Create the nodes, wait until berth sees them all; the pids whose CPU a run counts."""
@@ -532,7 +552,15 @@ SCALE_HEADERS = [
     "cycle ms/pod",
     "berth binds (confirmed/rechecked/refused/failed)",
 ]
-SCALE_RATIO_HEADERS = ["nodes", "existing", "new", "berth pods/s", "kube-scheduler pods/s", "ratio"]
+SCALE_RATIO_HEADERS = [
+    "nodes",
+    "existing",
+    "new",
+    "profile",
+    "berth pods/s",
+    "kube-scheduler pods/s",
+    "ratio",
+]
 SCALE_GROUPS = 50
 # The scale shapes: the runs of each, the built-in rule's first. `plain`: no rule. `spread`: each new
 # pod must avoid the nodes of its group (kube's required anti-affinity against berth's
@@ -547,13 +575,27 @@ SCALE_SHAPES = {
         ("default-scheduler", "preferred-anti-affinity"),
         ("berth-scheduler", "preferred-anti-affinity"),
     ),
+    # A rule few nodes meet: each new pod must join a holder, held on `existing` nodes (kube's required
+    # pod affinity against require_with_tag), on berth's shipped profile and on the exhaustive one.
+    "narrow": (
+        ("default-scheduler", "narrow-affinity"),
+        ("berth-scheduler", "require_with_tag"),
+        ("berth-scheduler-exhaustive", "require_with_tag"),
+    ),
 }
+NARROW_RULES = ("narrow-affinity", "require_with_tag")
+POD_SLOTS = 110  # the bench nodes' allocatable pods
 SCALE_RUNS = SCALE_SHAPES["spread"]
 
 
-def _existing(i: int, nodes: int, namespace: str, scheduler: str, rule: str) -> dict[str, Any]:
+def _existing(i: int, nodes: int, namespace: str, scheduler: str, rule: str, count: int) -> dict[str, Any]:
     """Existing pod i, bound at creation (nodeName) to a node no other pod of its group holds: group
-    g's pods sit on a run of consecutive nodes starting at g x nodes / groups."""
+    g's pods sit on a run of consecutive nodes starting at g x nodes / groups. In the narrow shape, the
+    `count` holders, spread evenly over the nodes."""
+    if rule in NARROW_RULES:
+        body = _pod(f"e-{i:06d}", namespace, scheduler, HOLDERS, "holder")
+        body["spec"]["nodeName"] = f"node-{i * nodes // count:04d}"
+        return body
     group = i % SCALE_GROUPS
     within = i // SCALE_GROUPS
     node = (group * nodes // SCALE_GROUPS + within) % nodes
@@ -567,6 +609,16 @@ async def _count(api: Api, namespace: str) -> int:
     page = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
     left = (page.get("metadata") or {}).get("remainingItemCount") or 0
     return len(page.get("items") or []) + left
+
+
+def narrow_violations(pods: list[dict[str, Any]]) -> int:
+    """New pods bound to a node no holder is on."""
+    held = {p["spec"].get("nodeName") for p in pods if p["metadata"]["name"].startswith("e-")}
+    return sum(
+        1
+        for p in pods
+        if p["metadata"]["name"].startswith("p-") and (p.get("spec") or {}).get("nodeName") not in held
+    )
 
 
 def violations(pods: list[dict[str, Any]]) -> int:
@@ -606,8 +658,13 @@ async def scale_run(
     # The pods already there carry the rule in the words of the scheduler under test only, so neither
     # scheduler pays for the other's rule.
     await api.each(
-        [("POST", path, _existing(i, nodes, namespace, scheduler, rule), False) for i in range(existing)]
+        [
+            ("POST", path, _existing(i, nodes, namespace, scheduler, rule, existing), False)
+            for i in range(existing)
+        ]
     )
+    if rule in NARROW_RULES:  # as many as the holders' nodes have room for
+        new = min(new, existing * (POD_SLOTS - 1))
     # New pods: the same groups, each must avoid the nodes of its own group.
     bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
     await api.each([("POST", path, b, False) for b in bodies])
@@ -625,17 +682,19 @@ async def scale_run(
         if not token:
             break
         params["continue"] = token
-    broken = violations(pods) if rule != "none" else 0  # no rule: sharing a node breaks nothing
+    # (no rule: sharing a node breaks nothing)
+    counted = {**dict.fromkeys(NARROW_RULES, narrow_violations), "none": lambda _: 0}.get(rule, violations)
+    broken = counted(pods)
     # A group at a time: one request for tens of thousands of pods outlasts the API server's timeout.
     await api.each(
         [
             (
                 "DELETE",
-                f"{path}?labelSelector={GROUP_LABEL}%3Dg{g}&gracePeriodSeconds=0",
+                f"{path}?labelSelector={GROUP_LABEL}%3D{group}&gracePeriodSeconds=0",
                 {"gracePeriodSeconds": 0},
                 False,
             )
-            for g in range(SCALE_GROUPS)
+            for group in [*(f"g{g}" for g in range(SCALE_GROUPS)), HOLDERS]
         ]
     )
     while await _count(api, namespace):
@@ -664,8 +723,14 @@ def scale(
     ratios = []
     for nodes, existing in sizes:
         rates = {r[3]: r[6] for r in rows if r[0] == nodes and r[1] == existing}
-        berth, kube = rates.get("berth-scheduler", math.nan), rates.get("default-scheduler", math.nan)
-        ratios.append([nodes, existing, new, berth, kube, berth / kube if kube else math.nan])
+        kube = rates.get("default-scheduler", math.nan)
+        for name in ("berth-scheduler", "berth-scheduler-exhaustive"):
+            if name in rates:
+                berth = rates[name]
+                placed = next(r[2] for r in rows if r[0] == nodes and r[1] == existing and r[3] == name)
+                ratios.append(
+                    [nodes, existing, placed, name, berth, kube, berth / kube if kube else math.nan]
+                )
     return rows, ratios, f"kube-scheduler {version}"
 
 
