@@ -245,6 +245,50 @@ def test_a_nomination_kube_cleared_is_written_again_a_bounded_number_of_times():
     assert handed == [("app", "n119")] * (1 + REWRITES_AT_MOST)
 
 
+def test_pods_handed_over_in_a_burst_are_counted_where_they_were_handed():
+    """Two holders with room for one more pod each, one of them far emptier: the second pod of a
+    burst, decided before the first is bound, goes to the other holder. Had the first not been counted on its node, both would
+    be handed over to the same one, and kube (which counts nominated pods there) would reject one."""
+    from berth.extender.placer import Placer
+    from berth.extender.serve import SnapshotCluster
+    from berth.pipeline import default_pipeline
+    from tests.builders import node, pod, view
+
+    v = view(
+        *(node(f"n{i:03d}") for i in range(118)),
+        node("n118", pods="2"),
+        node("n119", pods="2", cpu="64", memory="256Gi"),  # the emptier: every pod's first choice
+        pod("db-1", node="n118", tags=["db"]),
+        pod("db-2", node="n119", tags=["db"]),
+    )
+    handed: list = []
+
+    async def nothing(*_):
+        return None
+
+    async def nominate(p, node_name):
+        handed.append((p.name, node_name))
+
+    placer = Placer(
+        SnapshotCluster(v),
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=nothing,
+        recorder=nothing,
+        kube_sample={"berth-scheduler": 0},
+        nominate=nominate,
+    )
+    placer.loop = _loop()
+    sample = [f"n{i:03d}" for i in range(100)]
+    nodes = set()
+    for name in ("app-a", "app-b"):
+        body = pod(name, uid=f"uid-{name}", affinity={"require_with_tag": ["db"]})
+        body["spec"]["schedulerName"] = "berth-scheduler"
+        answer = _filter(placer, body, sample)
+        nodes.add(answer.error.split(",")[0].removeprefix("berth: "))
+    assert nodes == {"n118", "n119"}
+
+
 def test_a_node_kube_rejected_after_the_hand_over_is_not_nominated_again():
     handed, events = [], []
     placer = _placer(120, handed=handed, events=events)

@@ -200,12 +200,16 @@ class Placer:
         except BerthError:  # refused at filter: never bound unchecked
             return False
 
+    def _nominations_placed(self, pod: Pod) -> contextlib.AbstractContextManager:
+        """Pods kube-scheduler nominated to a node (it evicted for them there) of equal or higher
+        priority count there as placed: the room a preemption freed is not taken by another pod."""
+        view = self.cluster.view
+        waiting = nominated_here(view, pod, view.nominated_nodes()) if view.nominated_nodes() else []
+        return overlay(view, place=waiting) if waiting else contextlib.nullcontext()
+
     def _decide(self, pod: Pod, names: list[str] | Found) -> tuple[Remembered, Decision]:
         view = self.cluster.view
-        # Pods kube-scheduler nominated to a node (it evicted for them there) of equal or higher
-        # priority count there as placed: the room a preemption freed is not taken by another pod.
-        waiting = nominated_here(view, pod, view.nominated_nodes()) if view.nominated_nodes() else []
-        with overlay(view, place=waiting) if waiting else contextlib.nullcontext():
+        with self._nominations_placed(pod):
             decision = decide(pod, view, self.online, candidates=names, seed=seed_for(pod))
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
@@ -324,8 +328,11 @@ class Placer:
             )
         if pod.nominated_node and self._preempted:
             await self._tell_preemption(pod, pod.nominated_node)
-        if self.kube_sample and pod.nominated_node:
-            self.handovers.attempt(pod.uid or pod.key, pod.nominated_node, _names(asked))
+        rejected = bool(self.kube_sample and pod.nominated_node) and self.handovers.attempt(
+            pod.uid or pod.key, pod.nominated_node, _names(asked)
+        )
+        if rejected:  # kube-scheduler rejected the node berth handed the pod over to
+            self.cluster.release(pod)
         remembered, decision = self._decide(pod, asked)
         await self._warn_once(pod, decision)
         if decision.error is not None and decision.error.code == 400:
@@ -388,10 +395,11 @@ class Placer:
             return None
         excluded = self.handovers.excluded(key)
         names = set(_names(asked))
-        nodes, wanted = self._widened(pod, excluded)
-        wide = decide(pod, view, self.offline, candidates=nodes[:wanted], seed=seed_for(pod))
-        if wide.chosen is None and len(nodes) > wanted:  # kube's filters refused those: every one
-            wide = decide(pod, view, self.offline, candidates=nodes, seed=seed_for(pod))
+        with self._nominations_placed(pod):
+            nodes, wanted = self._widened(pod, excluded)
+            wide = decide(pod, view, self.offline, candidates=nodes[:wanted], seed=seed_for(pod))
+            if wide.chosen is None and len(nodes) > wanted:  # kube's filters refused those: every one
+                wide = decide(pod, view, self.offline, candidates=nodes, seed=seed_for(pod))
         if wide.chosen is None or wide.chosen in names:
             self.observe_sample("widened" if wide.chosen else "refused")
             return None
@@ -403,6 +411,9 @@ class Placer:
         )
         # Written once kube-scheduler has recorded this attempt (pod_status), or WRITE_AFTER_AT_MOST on.
         self.handovers.handed_over(key, node, message, pod)
+        # Counted there at once, as a placement is: the next pods of a burst see it (kube-scheduler
+        # counts nominated pods on their node too, and would reject a node berth filled past its room).
+        self.cluster.reserve(pod, node)
         self._in_background(self._write_when_overdue(key, node))
         self.observe_sample("handed_over")
         await self.recorder(pod, [Event("Normal", "HandedOver", message.removeprefix("berth: "))])

@@ -117,17 +117,18 @@ class HandOvers:
         found = self._pods.get(key)
         return found is not None and found.node == node
 
-    def attempt(self, key: str, nominated: str, asked: list[str]) -> None:
+    def attempt(self, key: str, nominated: str, asked: list[str]) -> bool:
         """A new attempt for the pod: if berth handed it over to `nominated` and kube asks about other
-        nodes (or more), kube's filters rejected that node: it is excluded for a while."""
+        nodes (or more), kube's filters rejected that node: it is excluded for a while (True)."""
         found = self._pods.get(key)
         if found is None or not found.node or found.node != nominated:
-            return
+            return False
         if asked != [nominated]:
             found.rejected[nominated] = self.clock() + REJECTED_FOR
             found.node = ""
-        else:  # kube-scheduler evaluated it: the hand-over is done, whatever the outcome
-            found.evaluated = True
+            return True
+        found.evaluated = True  # kube-scheduler evaluated it: the hand-over is done, whatever the outcome
+        return False
 
     def excluded(self, key: str) -> set[str]:
         found = self._pods.get(key)
