@@ -247,8 +247,9 @@ def test_a_nomination_kube_cleared_is_written_again_a_bounded_number_of_times():
 
 def test_pods_handed_over_in_a_burst_are_counted_where_they_were_handed():
     """Two holders with room for one more pod each, one of them far emptier: the second pod of a
-    burst, decided before the first is bound, goes to the other holder. Had the first not been counted on its node, both would
-    be handed over to the same one, and kube (which counts nominated pods there) would reject one."""
+    burst, decided before the first is bound, goes to the other holder. Had the first not been
+    counted on its node, both would be handed over to the same one, and kube (which counts nominated
+    pods there) would reject one."""
     from berth.extender.placer import Placer
     from berth.extender.serve import SnapshotCluster
     from berth.pipeline import default_pipeline
@@ -434,3 +435,30 @@ def test_an_attempt_before_kube_saw_the_nomination_is_not_handed_over_again():
     assert handed == [("app", "n119")] and [e[1] for e in events] == ["HandedOver"]
     assert again.error == answer.error
     assert _filter(placer, _wants_db(nominatedNodeName="n119"), ["n119"]).node_names == ["n119"]
+
+
+def test_the_nodes_a_thin_pod_may_go_to_are_listed_from_the_tag_holders():
+    """Looking past the sample asks only the nodes require_with_tag lists from its index (the holders),
+    not the 5000 others; a rule that cannot list them (a topologyKey, no rule) lists nothing."""
+    from berth.cluster.convert import pod_from_k8s
+    from berth.engine import listed
+    from berth.pipeline import default_pipeline
+    from tests.builders import node, pod, view
+
+    v = view(
+        *(node(f"n{i:03d}", labels={"topology.kubernetes.io/zone": f"z{i % 3}"}) for i in range(200)),
+        pod("db-1", node="n005", tags=["db"]),
+        pod("db-2", node="n150", tags=["db", "cache"]),
+        pod("elsewhere", namespace="other", node="n007", tags=["db"]),  # another tenant's: not counted
+    )
+    online = default_pipeline(offline=False)
+
+    def wanting(affinity):
+        return pod_from_k8s(pod("app", uid="uid-app", affinity=affinity))
+
+    assert sorted(listed(wanting({"require_with_tag": ["db"]}), v, online)) == ["n005", "n150"]
+    assert listed(wanting({"require_with_tag": ["db", "cache"]}), v, online) == ["n150"]
+    assert listed(wanting({"require_with_tag": ["nobody"]}), v, online) == []
+    zone = {"require_with_tag": ["db"], "topologyKey": "topology.kubernetes.io/zone"}
+    assert listed(wanting(zone), v, online) is None
+    assert listed(wanting(None), v, online) is None

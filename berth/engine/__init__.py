@@ -21,7 +21,7 @@ and traces are built from them only when read. The extender reads `candidate_nam
 """
 
 from berth.engine.chain import Member, Or, Pipe, describe, flatten
-from berth.engine.decide import Pipeline, decide
+from berth.engine.decide import Pipeline, decide, listed
 from berth.engine.decision import Decision
 from berth.engine.step import SKIP, NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, skip
 from berth.engine.types import (
@@ -59,5 +59,6 @@ __all__ = [
     "decide",
     "describe",
     "flatten",
+    "listed",
     "skip",
 ]

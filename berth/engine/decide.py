@@ -17,17 +17,18 @@ import numpy as np
 from berth.cluster.model import Pod
 from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
-from berth.engine.chain import Member, describe, flatten, run
+from berth.engine.chain import Member, Or, Pipe, describe, flatten, run
 from berth.engine.decision import Decision, PlacementSummary
 from berth.engine.draws import Seeded
 from berth.engine.ledger import Candidates, Ledger, shared_reason
 from berth.engine.slots import is_known, known, slots_of
-from berth.engine.step import PodContext, Step
+from berth.engine.step import PodContext, Skipped, Step
 from berth.engine.types import (
     ErrorInfo,
     Event,
     Kind,
     NodeResult,
+    Phase,
     Reason,
     StepTrace,
 )
@@ -102,6 +103,36 @@ def decide(
         return _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
     with view.lifted(held):
         return _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+
+
+def listed(pod: Pod, view: ClusterView, pipeline: Pipeline) -> list[str] | None:
+    """The nodes the pod's hard steps in sequence (not inside an `or`) list from an index
+    (Step.accepted): every node the chain may keep is among them. None: no step can list them. For a
+    decision over every node that is only asked which nodes pass, this spares asking the others."""
+    try:
+        spec = pipeline.compile_pod(pod)
+    except SpecError:
+        return None
+    ctx = PodContext(pod=pod, spec=spec, view=view, randoms=Seeded(0))
+    out: set[str] | None = None
+    for step in _in_sequence(pipeline.chain):
+        if step.phase is not Phase.HARD or type(step).accepted is Step.accepted:
+            continue
+        prepared = step.prepare(ctx)
+        if isinstance(prepared, Skipped):
+            continue
+        accepted = step.accepted(prepared, ctx)
+        if accepted is not None:
+            out = set(accepted) if out is None else out & set(accepted)
+    return None if out is None else [n for n in out if view.node(n) is not None]
+
+
+def _in_sequence(member: Member) -> Iterator[Step]:
+    if isinstance(member, Pipe):
+        for m in member.members:
+            yield from _in_sequence(m)
+    elif not isinstance(member, Or):
+        yield member
 
 
 def held_self(view: ClusterView, pod: Pod) -> Pod | None:

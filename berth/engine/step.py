@@ -16,7 +16,7 @@ definition: an override must give the same answer.
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -195,6 +195,12 @@ class Step(Generic[P]):
         """The answer over the same candidates for the same question as `before`, in a later state,
         made from `before` (a few pods placed since change a few nodes); None, the default: worked
         out afresh. Only when measured (docs/engine.md)."""
+        return None
+
+    def accepted(self, prepared: P, ctx: PodContext) -> Collection[str] | None:
+        """Every node a hard step may keep, listed from an index without looking at the others (a
+        tag's holders); None, the default: it cannot say without asking each node. Only a cheaper
+        superset of what the step keeps; the step still decides each listed node."""
         return None
 
     def __repr__(self) -> str:

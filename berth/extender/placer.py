@@ -28,7 +28,7 @@ from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
-from berth.engine import Decision, Event, Pipeline, decide
+from berth.engine import Decision, Event, Pipeline, decide, listed
 from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
@@ -462,11 +462,13 @@ class Placer:
         for. kube's filters, as berth models them, are then asked about these first, the rest only
         when they refuse them all."""
         view = self.cluster.view
-        rules = decide(pod, view, self.online, seed=seed_for(pod))
+        # Only the nodes a hard step lists from an index (a tag's holders) can pass: those asked alone.
+        some = listed(pod, view, self.online)
+        rules = decide(pod, view, self.online, candidates=some, seed=seed_for(pod))
         refused = rules.failures()
         accepted = [
             n
-            for n in view.node_names()
+            for n in (view.node_names() if some is None else sorted(some))
             if n not in excluded and ((why := refused.get(n)) is None or why.kind is Kind.SET_ASIDE)
         ]
         wanted = feasible_nodes_to_find(self.kube_sample.get(pod.scheduler_name, 0), len(view))

@@ -48,6 +48,12 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
         missing = [t for t in prepared if ctx.neighbour_tag_count(state, t, key) == 0]
         return self._reason(missing, prepared, ctx, domain) if missing else None
 
+    def accepted(self, prepared: tuple[str, ...], ctx: PodContext) -> list[str] | None:
+        if _affinity(ctx).topology is not None:
+            return None  # every node of a domain that holds the tags: not listed here
+        holders = [ctx.tag_holders(t) for t in prepared]
+        return [n for n in min(holders, key=len) if all(n in h for h in holders)]
+
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
     ) -> Mapping[str, Reason]:
