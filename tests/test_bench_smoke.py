@@ -139,3 +139,22 @@ def test_the_pairing_times_both_trees_in_either_order_and_leaves_no_worktree(tmp
             assert 0 < p10 <= p50 <= p90
         assert _number(ratio) > 0
     assert worktrees() == before
+
+
+def test_the_narrow_shape_puts_its_holders_apart_and_counts_a_pod_off_their_nodes():
+    """The scale runs' narrow shape: `existing` holders spread evenly over the nodes, the new pods
+    asking for them in each scheduler's words, and a new pod on a node without a holder counted."""
+    from bench.e2e import GROUP_LABEL, HOLDERS, _existing, _pod, narrow_violations
+
+    holders = [_existing(i, 5000, "ns", "berth-scheduler", "require_with_tag", 5) for i in range(5)]
+    assert [h["spec"]["nodeName"] for h in holders] == [f"node-{i * 1000:04d}" for i in range(5)]
+    assert all(json.loads(h["metadata"]["annotations"]["berth.dev/tags"]) == [HOLDERS] for h in holders)
+    berths = _pod("p-00000", "ns", "berth-scheduler", "g0", "require_with_tag")
+    assert json.loads(berths["metadata"]["annotations"]["berth.dev/affinity"]) == {
+        "require_with_tag": [HOLDERS]
+    }
+    kubes = _pod("p-00001", "ns", "default-scheduler", "g1", "narrow-affinity")
+    (term,) = kubes["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["labelSelector"]["matchLabels"] == {GROUP_LABEL: HOLDERS}
+    berths["spec"]["nodeName"], kubes["spec"]["nodeName"] = "node-3000", "node-3001"
+    assert narrow_violations([*holders, berths, kubes]) == 1
