@@ -110,15 +110,19 @@ def test_a_nomination_berth_did_not_write_is_not_berths():
 # -- the extender's filter over a sample ---------------------------------------------------------------
 
 
-def _placer(nodes: int, *, handed: list, events: list):
+def _placer(nodes: int, *, handed: list, events: list, objects: tuple = ()):
+    """A placer on kube's adaptive sample over `nodes` nodes, the last holding a pod tagged db (or over
+    `objects`, nodes and pods, when given)."""
     from berth.extender.placer import Placer
     from berth.extender.serve import SnapshotCluster
     from berth.pipeline import default_pipeline
     from tests.builders import node, pod, view
 
     v = view(
-        *(node(f"n{i:03d}") for i in range(nodes)),
-        pod("db", node=f"n{nodes - 1:03d}", tags=["db"]),
+        *(
+            objects
+            or (*(node(f"n{i:03d}") for i in range(nodes)), pod("db", node=f"n{nodes - 1:03d}", tags=["db"]))
+        )
     )
 
     async def nothing(*_):
@@ -250,36 +254,20 @@ def test_pods_handed_over_in_a_burst_are_counted_where_they_were_handed():
     burst, decided before the first is bound, goes to the other holder. Had the first not been
     counted on its node, both would be handed over to the same one, and kube (which counts nominated
     pods there) would reject one."""
-    from berth.extender.placer import Placer
-    from berth.extender.serve import SnapshotCluster
-    from berth.pipeline import default_pipeline
-    from tests.builders import node, pod, view
+    from tests.builders import node, pod
 
-    v = view(
-        *(node(f"n{i:03d}") for i in range(118)),
-        node("n118", pods="2"),
-        node("n119", pods="2", cpu="64", memory="256Gi"),  # the emptier: every pod's first choice
-        pod("db-1", node="n118", tags=["db"]),
-        pod("db-2", node="n119", tags=["db"]),
+    placer = _placer(
+        120,
+        handed=[],
+        events=[],
+        objects=(
+            *(node(f"n{i:03d}") for i in range(118)),
+            node("n118", pods="2"),
+            node("n119", pods="2", cpu="64", memory="256Gi"),  # the emptier: every pod's first choice
+            pod("db-1", node="n118", tags=["db"]),
+            pod("db-2", node="n119", tags=["db"]),
+        ),
     )
-    handed: list = []
-
-    async def nothing(*_):
-        return None
-
-    async def nominate(p, node_name):
-        handed.append((p.name, node_name))
-
-    placer = Placer(
-        SnapshotCluster(v),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=nothing,
-        recorder=nothing,
-        kube_sample={"berth-scheduler": 0},
-        nominate=nominate,
-    )
-    placer.loop = _loop()
     sample = [f"n{i:03d}" for i in range(100)]
     nodes = set()
     for name in ("app-a", "app-b"):
