@@ -74,9 +74,8 @@ def _namespace(stack: Stack) -> str:
     return ns
 
 
-def test_a_pod_whose_only_neighbour_is_outside_the_sample_is_handed_over_to_it(stack: Stack) -> None:
-    """kube-scheduler starts each filter pass where the last one stopped, so over a dozen pods every
-    block of 20 of the 120 nodes is left out of some sample: the holder's node among them."""
+def _with_holder(stack: Stack) -> tuple[str, str]:
+    """A new namespace whose one pod tagged db runs on the last node, in berth's view: (namespace, node)."""
     ns = _namespace(stack)
     holder_node = f"n{NODES - 1:03d}"
     _apply(stack, _pod("db", ns, annotations={"berth.dev/tags": '["db"]'}, node=holder_node))
@@ -85,6 +84,13 @@ def test_a_pod_whose_only_neighbour_is_outside_the_sample_is_handed_over_to_it(s
         lambda: stack.cp.kubectl_json("get", "pod", "db", "-n", ns)["spec"].get("nodeName"),
     )
     time.sleep(1)  # the holder in berth's view
+    return ns, holder_node
+
+
+def test_a_pod_whose_only_neighbour_is_outside_the_sample_is_handed_over_to_it(stack: Stack) -> None:
+    """kube-scheduler starts each filter pass where the last one stopped, so over a dozen pods every
+    block of 20 of the 120 nodes is left out of some sample: the holder's node among them."""
+    ns, holder_node = _with_holder(stack)
     before = _metric(stack, "handed_over")
     wants_db = {"berth.dev/affinity": '{"require_with_tag": ["db"]}'}
     names = [f"app-{i:02d}" for i in range(12)]
@@ -113,14 +119,7 @@ def test_pods_handed_over_together_need_one_hand_over_each(stack: Stack) -> None
     """20 such pods at once, kube-scheduler busy: each nomination is written after kube recorded the
     attempt, so none is cleared by kube's handling of that attempt, and no pod needs a second
     hand-over or a third attempt (before berth wrote it then, most needed 2 to 4 and up to 30 s)."""
-    ns = _namespace(stack)
-    holder_node = f"n{NODES - 1:03d}"
-    _apply(stack, _pod("db", ns, annotations={"berth.dev/tags": '["db"]'}, node=holder_node))
-    until(
-        "the holder placed",
-        lambda: stack.cp.kubectl_json("get", "pod", "db", "-n", ns)["spec"].get("nodeName"),
-    )
-    time.sleep(1)  # the holder in berth's view
+    ns, holder_node = _with_holder(stack)
     wants_db = {"berth.dev/affinity": '{"require_with_tag": ["db"]}'}
     names = [f"app-{i:02d}" for i in range(20)]  # (the node has room for 40 of these)
     stack.cp.kubectl(

@@ -28,6 +28,11 @@ def _affinity(ctx: PodContext) -> TagAffinity:
     return ctx.spec.tags.affinity
 
 
+def _holding_every(holders: list[Mapping[str, int]]) -> list[str]:
+    """The nodes in every one of these holder maps (node -> pods carrying the tag)."""
+    return [n for n in min(holders, key=len) if all(n in h for h in holders)]
+
+
 class RequireWithTag(NodeFilter[tuple[str, ...]]):
     """Removes nodes where no pod of the pod's namespace carries a required tag (with a topologyKey:
     on no node of the node's domain, and the nodes without the label)."""
@@ -51,8 +56,7 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
     def accepted(self, prepared: tuple[str, ...], ctx: PodContext) -> list[str] | None:
         if _affinity(ctx).topology is not None:
             return None  # every node of a domain that holds the tags: not listed here
-        holders = [ctx.tag_holders(t) for t in prepared]
-        return [n for n in min(holders, key=len) if all(n in h for h in holders)]
+        return _holding_every([ctx.tag_holders(t) for t in prepared])
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
@@ -66,8 +70,7 @@ class RequireWithTag(NodeFilter[tuple[str, ...]]):
             # The reasons are made when read, maybe once the view has changed: what each node missed
             # is read from the holders as they are now. (With one tag, every node removed missed it.)
             holders = [dict(h) for h in holders]
-        fewest = min(holders, key=len)
-        keep = {n for n in fewest if n in cands and all(n in h for h in holders)}
+        keep = {n for n in _holding_every(holders) if n in cands}
         if len(keep) == len(cands):
             return {}
         kept = {n: s for n, s in cands.items() if n in keep} if keep else {}
