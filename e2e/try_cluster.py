@@ -17,9 +17,11 @@ environment (KUBECONFIG=..., PATH=...) to FILE once it is ready, for a script or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,6 +97,23 @@ def _apply_example(cp: ControlPlane) -> str:
     return cp.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout
 
 
+def _gone(workdir: str, within: float = 10.0) -> None:
+    """Until no process started from `workdir` runs: one stopped a moment ago may still be exiting
+    (seen in CI); after `within` seconds, what is left is killed."""
+    deadline = time.monotonic() + within
+    while True:
+        found = subprocess.run(["pgrep", "-f", workdir], capture_output=True, text=True, check=False)
+        pids = [int(p) for p in found.stdout.split()]
+        if not pids:
+            return
+        if time.monotonic() > deadline:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            return
+        time.sleep(0.2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make try", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -145,7 +164,10 @@ then the user guide, docs/user-guide.md: its examples run here as written. Ctrl-
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        workdir = cp.workdir
         cp.stop()
+        if workdir is not None:
+            _gone(str(workdir))
         print("[try] stopped; nothing left running", flush=True)
     return 0
 
