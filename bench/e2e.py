@@ -162,8 +162,51 @@ class Api:
 
         await asyncio.gather(*(one(c) for c in calls))
 
+    async def requests(self) -> dict[str, float]:
+        """kube-apiserver's request_counts so far."""
+        return request_counts((await self.client.get("/metrics")).text)
+
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def request_counts(page: str) -> dict[str, float]:
+    """From kube-apiserver's /metrics: its requests by verb and resource (`apiserver_request_total`,
+    every code summed), and the watch events it sent by kind with their size in KB: what a run asked of
+    the API server."""
+    counts: dict[str, float] = {}
+    for line in page.splitlines():
+        if not line.startswith(("apiserver_request_total{", "apiserver_watch_events")):
+            continue
+        labels, _, value = line.rpartition(" ")
+        if "{" not in labels:
+            continue
+        name = labels[: labels.index("{")]
+        inside = labels[labels.index("{") + 1 : -1].split(",")
+        parts = {k: v.strip('"') for k, _, v in (item.partition("=") for item in inside)}
+        resource = parts.get("resource") or parts.get("kind", "?")
+        if name == "apiserver_request_total":
+            sub = f"/{parts['subresource']}" if parts.get("subresource") else ""
+            key, amount = f"{parts.get('verb')} {resource}{sub}", float(value)
+        elif name == "apiserver_watch_events_total":
+            key, amount = f"watch events {resource}", float(value)
+        elif name == "apiserver_watch_events_sizes_sum":
+            key, amount = f"watch KB {resource}", float(value) / 1024
+        else:
+            continue
+        counts[key] = counts.get(key, 0.0) + amount
+    return counts
+
+
+def requests_per_pod(before: dict[str, float], after: dict[str, float], pods: int) -> str:
+    """What a run asked of the API server per pod placed, the largest first (LIST and WATCH left out
+    but for the watch events sent)."""
+    rows = []
+    for key, value in after.items():
+        per_pod = (value - before.get(key, 0.0)) / max(1, pods)
+        if per_pod >= 0.01 and not key.startswith(("LIST", "WATCH")):
+            rows.append((per_pod, key))
+    return ", ".join(f"{key} {value:.2f}" for value, key in sorted(rows, reverse=True))
 
 
 async def create_nodes(api: Api, count: int) -> None:
@@ -669,9 +712,11 @@ async def scale_run(
     bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
     await api.each([("POST", path, b, False) for b in bodies])
     binds_before = await asyncio.to_thread(counts)
+    asked_before = await api.requests()
     times, used, rate, _, attempts = await scheduled(
         api, start_scheduler, scheduler, namespace, new, timeout, processes, prefix="p-"
     )
+    asked = requests_per_pod(asked_before, await api.requests(), new)
     binds = _binds(scheduler, binds_before, await asyncio.to_thread(counts))
     pods: list[dict[str, Any]] = []
     params: dict[str, str] = {"limit": "5000"}
@@ -701,7 +746,7 @@ async def scale_run(
         await asyncio.sleep(1)
     print(
         f"[bench] scale {nodes}/{existing}/{new} {scheduler}: {len(times)}/{new} bound, {rate:.1f} pods/s, "
-        f"{broken} violations, attempts {attempts}, berth binds {binds}",
+        f"{broken} violations, attempts {attempts}, berth binds {binds}; per pod: {asked}",
         file=sys.stderr,
         flush=True,
     )

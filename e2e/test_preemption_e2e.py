@@ -263,3 +263,79 @@ def test_one_eviction_where_the_pod_berths_rule_needs_gone_also_frees_the_room(s
         "the preemptor's event", lambda: [m for m in _messages(stack, ns, "web-high") if "berth chose" in m]
     )
     assert "added batch-n2-a" in told[0] and "spared filler-n2" in told[0]
+
+
+def test_past_kubes_sample_of_candidates_the_fewest_evictions_still_win(stack: Stack) -> None:
+    """120 full nodes of 4 CPU, so kube-scheduler's dry run looks at 100 of them from a random start
+    (at least 10 % of the nodes, at least 100). 90 hold two low-priority batch pods, 30 a batch pod and
+    an untagged filler; the preemptor (1.5 CPU) excludes batch. kube's dry run proposes one victim on
+    every node; berth's rule needs both pods gone on the 90, only the batch pod on the 30, so exactly
+    one batch pod is evicted, on one of the 30, and no filler."""
+    ns, nodes = _sampled_case(stack)
+    mixed = set(nodes[::4])  # 30 nodes, spread over the list
+    low = []
+    for node in nodes:
+        low.append(_pod(f"batch-a-{node}", ns, priority=LOW, cpu="1800m", node=node, tags=["batch"]))
+        if node in mixed:
+            low.append(_pod(f"filler-{node}", ns, priority=LOW, cpu="1800m", node=node))
+        else:
+            low.append(_pod(f"batch-b-{node}", ns, priority=LOW, cpu="1800m", node=node, tags=["batch"]))
+    names = _all_running(stack, ns, low)
+    _apply(stack, _pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
+    placed = until("web-high placed", lambda: (n := _names(stack, ns)).get("web-high") and n, timeout=120)
+    time.sleep(3)  # a second eviction, had there been one, would show by now
+    gone = sorted(names - set(_names(stack, ns)))
+    assert placed["web-high"] in mixed
+    assert gone == [f"batch-a-{placed['web-high']}"]
+
+
+def test_past_kubes_sample_a_preemptor_that_fits_a_free_node_evicts_nothing(stack: Stack) -> None:
+    """120 nodes, 108 of them running a small low-priority batch pod, the last 12 free; 12 preemptors
+    that exclude batch, one at a time. kube-scheduler's filters pass every node, so it asks berth about
+    100 of them, starting each pass where the last stopped: some passes leave the free nodes out. A
+    preemptor is then handed over to a free node past the sample, never preempted for (v1.38 would
+    preempt for a block only berth sees, were the pod refused)."""
+    ns, nodes = _sampled_case(stack)
+    free = set(nodes[-12:])
+    low = [_pod(f"batch-{n}", ns, priority=LOW, cpu="100m", node=n, tags=["batch"]) for n in nodes[:-12]]
+    names = _all_running(stack, ns, low)
+    for i in range(12):
+        name = f"web-high-{i:02d}"
+        _apply(stack, _pod(name, ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
+        until(f"{name} placed", lambda n=name: _names(stack, ns).get(n), timeout=60)
+    left = _names(stack, ns)
+    assert {left[f"web-high-{i:02d}"] for i in range(12)} == free
+    assert names <= set(left), sorted(names - set(left))  # nothing evicted
+    handed = [m for i in range(12) for m in _messages(stack, ns, f"web-high-{i:02d}") if "outside kube" in m]
+    assert handed, "no preemptor was handed over past kube-scheduler's sample"
+
+
+def _sampled_case(stack: Stack) -> tuple[str, list[str]]:
+    """A namespace of its own and 120 kwok nodes of 4 CPU as the only ones: more than kube-scheduler's
+    100, so it samples (its filter pass, and its dry run's candidates)."""
+    global _cases
+    _cases += 1
+    cp = stack.cp
+    for node in cp.kubectl_json("get", "nodes")["items"]:
+        cp.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
+    nodes = [f"s{i:03d}-{_cases}" for i in range(120)]
+    cp.create_nodes(nodes, cpu="4", memory="8Gi", kwok=True)
+    stack.wait_nodes(len(nodes))
+    ns = f"pre-{_cases}"
+    cp.kubectl("create", "namespace", ns)
+    return ns, nodes
+
+
+def _all_running(stack: Stack, ns: str, pods: list[dict[str, Any]]) -> set[str]:
+    """Apply the pods in one request and wait until all run: their names."""
+    listed = {"apiVersion": "v1", "kind": "List", "items": pods}
+    stack.cp.kubectl("apply", "-f", "-", input=json.dumps(listed))
+    names = {p["metadata"]["name"] for p in pods}
+
+    def running() -> bool:
+        listed = stack.cp.kubectl_json("get", "pods", "-n", ns)["items"]
+        return sum(1 for p in listed if p.get("status", {}).get("phase") == "Running") == len(names)
+
+    until(f"the {len(names)} running pods", running, timeout=120)
+    time.sleep(1)  # in berth's view
+    return names

@@ -158,3 +158,36 @@ def test_the_narrow_shape_puts_its_holders_apart_and_counts_a_pod_off_their_node
     assert term["labelSelector"]["matchLabels"] == {GROUP_LABEL: HOLDERS}
     berths["spec"]["nodeName"], kubes["spec"]["nodeName"] = "node-3000", "node-3001"
     assert narrow_violations([*holders, berths, kubes]) == 1
+
+
+def test_a_scale_run_says_what_it_asked_of_the_api_server_per_pod():
+    """The requests a run made, per pod placed, from kube-apiserver's counters before and after it:
+    writes by verb and resource, watch events and their KB; lists and watches left out."""
+    from bench import e2e
+
+    before = e2e.request_counts(
+        'apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="resource",subresource="binding",verb="POST",version="v1"} 10\n'
+        'apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="namespace",subresource="",verb="LIST",version="v1"} 3\n'
+        'apiserver_watch_events_total{group="",resource="pods",version="v1"} 40\n'
+        'apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} 40960\n'
+        "# HELP apiserver_request_total Counter\n"
+    )
+    after = e2e.request_counts(
+        'apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="resource",subresource="binding",verb="POST",version="v1"} 30\n'
+        'apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="resource",subresource="status",verb="PATCH",version="v1"} 10\n'
+        'apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="namespace",subresource="",verb="LIST",version="v1"} 9\n'
+        'apiserver_watch_events_total{group="",resource="pods",version="v1"} 120\n'
+        'apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} 204800\n'
+    )
+    said = e2e.requests_per_pod(before, after, 20)
+    assert said.split(", ") == [
+        "watch KB pods 8.00",
+        "watch events pods 4.00",
+        "POST pods/binding 1.00",
+        "PATCH pods/status 0.50",
+    ]
