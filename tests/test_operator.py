@@ -18,6 +18,7 @@ from berth.operator.handlers import (
     nodes_by_name,
     pods_by_namespace,
     ready_condition,
+    reconcile,
     stale_counts,
     use_allocator_config,
     validate_pod,
@@ -45,6 +46,31 @@ def test_a_valid_policy_is_ready_with_its_generation():
     assert condition["type"] == "Ready" and condition["status"] == "True"
     assert condition["reason"] == "Compiled" and condition["observedGeneration"] == 3
     assert condition["lastTransitionTime"]
+
+
+def test_the_status_is_written_at_its_root_where_kubectl_wait_and_the_columns_read_it(monkeypatch):
+    """kopf would store a returned value under status.reconcile; the handler patches the root."""
+    told = []
+    monkeypatch.setattr(kopf, "info", lambda _body, reason, message: told.append(reason))
+    body = _policy({"type": "ONE_PER_HOST"}, selector={"matchLabels": {"app": "web"}})
+    patch = kopf.Patch()
+    returned = reconcile(
+        body=body,
+        meta=body["metadata"],
+        status={},
+        namespace="shop",
+        name="p",
+        patch=patch,
+        pods_by_namespace={},
+        nodes_by_name={},
+        reason="create",
+    )
+    assert returned is None
+    assert patch["status"]["conditions"][0]["type"] == "Ready"
+    assert patch["status"]["conditions"][0]["status"] == "True"
+    assert patch["status"]["observedGeneration"] == 3
+    assert patch["status"]["governedPods"] == 0 and patch["status"]["violatingPods"] == 0
+    assert told == ["Compiled"]
 
 
 def test_an_invalid_policy_is_not_ready_with_the_field_path_and_rule():

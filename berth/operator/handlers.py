@@ -175,6 +175,8 @@ def reconcile(
         )
         requeue.note(namespace, name, (compiled.selector, before), what)
     condition = ready_condition(compiled, meta.get("generation"), _previous_ready(status))
+    # At the root of status, where kubectl wait and the printer columns read it: a returned value
+    # would land under status.reconcile (docs/decisions.md).
     patch.status["conditions"] = [condition]
     patch.status["observedGeneration"] = meta.get("generation") or 0
     found = counts(body, pods_by_namespace.get(namespace, []), nodes_by_name)
