@@ -1,4 +1,4 @@
-"""The names of berth's own steps outside the allocator's (whose names are the seed's algorithm
+"""The names of berth's own steps outside the allocator's (whose names are sdc-designation's algorithm
 names, berth.vocab.alloc.registry): one place for each name, which the steps, the chain builder,
 the configuration's checks and the docs all use. A leaf module: it imports nothing of berth."""
 

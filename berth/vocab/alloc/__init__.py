@@ -10,7 +10,7 @@ decided (request.py, hints.py). The steps read only that and the cluster view's 
     traits.py         traits                  platform.py   platform versions, feature platforms
     network.py        NIC tags (vlans)        locality.py   locality hints and affinity rules
     scorers.py        the weighted scorers    data.py       identity and the bookkeeping algorithms
-    registry.py       every name of the seed: its step, or why it has no meaning on Kubernetes
+    registry.py       every name of sdc-designation: its step, or why it has no meaning on Kubernetes
     custom.py         custom algorithms (entry points, class paths)
 
 berth.pipeline builds the chain from a configuration; docs/allocator.md is the user's reference.

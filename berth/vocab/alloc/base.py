@@ -1,11 +1,11 @@
 """What every allocator step shares: the configuration it was built with, the pod's sizes, a node's
 capacity as the allocator counts it, and the overprovision ratios on both sides.
 
-Units are the seed's: RAM and disk in MiB, CPU in cpu_cap units (100 = one CPU, millicores / 10).
+Units are sdc-designation's: RAM and disk in MiB, CPU in cpu_cap units (100 = one CPU, millicores / 10).
 
 A node promises its allocatable resources times its overprovision ratio: its unreserved RAM is
 `allocatable - (limits of its pods) / ratio`, and a pod needs `its RAM / the pod-side ratio`; it fits
-while unreserved >= needed (the seed's hard-filter-min-ram, likewise CPU and disk). A pod without a CPU
+while unreserved >= needed (sdc-designation's hard-filter-min-ram, likewise CPU and disk). A pod without a CPU
 cap (no cpu limit or request) is promised no CPU and takes none: Kubernetes gives it the lowest CPU
 weight, where the original counted such an instance as taking every CPU.
 """
@@ -134,7 +134,7 @@ def sizes(ctx: PodContext) -> Sizes:
 
 @dataclass(frozen=True, slots=True)
 class NodeUse:
-    """A node's allocatable resources in the seed's units and what the limits of its pods take."""
+    """A node's allocatable resources in sdc-designation's units and what the limits of its pods take."""
 
     total: dict[str, float]
     used: dict[str, float]
@@ -192,7 +192,7 @@ def pod_count_column(ctx: PodContext) -> NodeColumn:
 
 
 def unreserved(use: NodeUse, ratios: dict[str, float], resource: str) -> float:
-    """What the node still promises of a resource under its ratio (the seed's unreserved_*). A pod
+    """What the node still promises of a resource under its ratio (sdc-designation's unreserved_*). A pod
     without a CPU cap is promised no CPU (Kubernetes gives it the lowest CPU weight), so it takes none."""
     return use.total[resource] - use.used[resource] / ratios[resource]
 

@@ -239,7 +239,7 @@ class HardFilterOverprovisionRatios(AllocStep, NodeFilter[Package]):
         for resource in ("cpu", "ram", "disk"):
             want = canonical(prepared.ratios.get(resource))
             if want is None:
-                continue  # the seed: a ratio not given does not matter
+                continue  # sdc-designation: a ratio not given does not matter
             have = canonical(node_ratios[resource])
             if want != have:
                 return Reason(

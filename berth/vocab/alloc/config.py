@@ -45,7 +45,7 @@ TOP_LEVEL = ("allocationDescription", "defaults", "packages", "algorithms")
 CONFIG_MAP_KEY = "allocator.yaml"
 SPREADS = ("min-ram", "max-ram", "min-owner", "random")
 # What a deprecated spread means in weights: "a large number" for its scorer (twice the sum of the
-# default weights, so it decides), and the other spreading scorers off, as the seed's spreads replace
+# default weights, so it decides), and the other spreading scorers off, as sdc-designation's spreads replace
 # them.
 SPREAD_WEIGHT = 10.0
 SPREAD_SCORERS = (
@@ -81,7 +81,7 @@ class _Model(BaseModel):
 
 
 class Defaults(_Model):
-    """The seed's defaults table, every key with its default (docs/allocator.md explains each)."""
+    """sdc-designation's defaults table, every key with its default (docs/allocator.md explains each)."""
 
     disable_override_overprovisioning: bool = False
     filter_capness: bool = True
@@ -117,7 +117,7 @@ class Defaults(_Model):
 
 
 class PackageModel(_Model):
-    """A package as written: the seed's package attributes."""
+    """A package as written: sdc-designation's package attributes."""
 
     alloc_server_spread: Spread | None = None
     cpu_cap: int | None = Field(default=None, gt=0, le=1_000_000)
@@ -126,8 +126,8 @@ class PackageModel(_Model):
     overprovision_cpu: float | None = _ratio(None)
     overprovision_memory: float | None = _ratio(None)
     overprovision_storage: float | None = _ratio(None)
-    overprovision_io: float | None = _ratio(None)  # the seed: currently ignored
-    overprovision_network: float | None = _ratio(None)  # the seed: currently ignored
+    overprovision_io: float | None = _ratio(None)  # sdc-designation: currently ignored
+    overprovision_network: float | None = _ratio(None)  # sdc-designation: currently ignored
     quota: int | None = Field(default=None, ge=0)
     traits: dict[str, Any] | None = None
 
@@ -146,7 +146,7 @@ class ConfigModel(_Model):
 
 @dataclass(frozen=True, slots=True)
 class Package:
-    """A package, compiled: sizes in MiB and cpu_cap units, ratios under the seed's internal names."""
+    """A package, compiled: sizes in MiB and cpu_cap units, ratios under sdc-designation's internal names."""
 
     name: str
     ram: int | None = None
@@ -409,7 +409,7 @@ def _package(name: str, pkg: PackageModel) -> tuple[Package, list[str]]:
         if value is not None
     }
     if not ratios and pkg.overprovision_io is None and pkg.overprovision_network is None:
-        # The seed: a package without any ratio keeps RAM at 1.0.
+        # sdc-designation: a package without any ratio keeps RAM at 1.0.
         ratios = {"ram": 1.0}
     return (
         Package(

@@ -1,4 +1,4 @@
-"""The seed's bookkeeping algorithms. The original passes server objects from plugin to plugin and
+"""sdc-designation's bookkeeping algorithms. The original passes server objects from plugin to plugin and
 these fill in data; berth computes the same things from its cluster view inside the steps that use
 them. In a chain they are accepted and traced, keep every node, and say what stands in for them.
 """

@@ -1,4 +1,4 @@
-"""The seed's chain description: `["pipe" | "or", member, ...]`, members being algorithm names or
+"""sdc-designation's chain description: `["pipe" | "or", member, ...]`, members being algorithm names or
 nested lists. A pipe needs a member, an or two; every problem names its path
 (`allocationDescription[2][1]`).
 """
@@ -24,7 +24,7 @@ def show_value(value: Any) -> str:
 
 
 def parse_description(raw: Any, where: str, depth: int = 0) -> tuple[Description, list[str]]:
-    """The seed's chain: a list whose first element is the command (`pipe` or `or`), then members,
+    """sdc-designation's chain: a list whose first element is the command (`pipe` or `or`), then members,
     each an algorithm name or a nested list. A pipe needs a member, an or two."""
     if not isinstance(raw, list) or not raw:
         return (), [

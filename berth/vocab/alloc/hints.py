@@ -1,13 +1,13 @@
 """Locality hints and affinity rules: what a pod writes, and the nodes that satisfy it.
 
-`berth.dev/locality` is the seed's `{"near": ..., "far": ..., "strict": bool}`; a target is a pod's
+`berth.dev/locality` is sdc-designation's `{"near": ..., "far": ..., "strict": bool}`; a target is a pod's
 name (or `namespace/name` with the pod's own namespace), its uid, or a prefix of its uid of at least 8
 characters. Only the pods of the pod's own namespace are seen (the allocator counts only the owner's
 own instances): a target naming a pod of another namespace is as if that pod did not exist, so a pod
-cannot probe other namespaces. A target named both near and far is far only: the seed's "allocating
+cannot probe other namespaces. A target named both near and far is far only: sdc-designation's "allocating
 a new VM far from other VMs take precedence over near VMs".
 
-`berth.dev/affinity-rules` is the seed's list of `{key, operator, value, valueType, isSoft}`; key
+`berth.dev/affinity-rules` is sdc-designation's list of `{key, operator, value, valueType, isSoft}`; key
 `instance` or `container` matches pod names in the pod's namespace (an exact value also matches a uid
 or uid prefix), any other key matches that label of the pods of the pod's namespace; `==` asks for a
 node that hosts at least one matching pod, `!=` for a node that hosts none.
@@ -79,7 +79,7 @@ class AffinityRule:
         return self.key in INSTANCE_KEYS
 
     def __str__(self) -> str:
-        """The seed's printed form: key, operator, `~` when soft, value (`container==database-*`)."""
+        """sdc-designation's printed form: key, operator, `~` when soft, value (`container==database-*`)."""
         return f"{self.key}{self.operator}{'~' if self.soft else ''}{self.value}"
 
 
@@ -118,7 +118,7 @@ def parse_locality(value: Any) -> tuple[Locality | None, list[str]]:
         problems.append(f"{TOPOLOGY_KEY}: {problem}")
     if problems:
         return None, problems
-    # Far takes precedence over near (the seed): a target named in both is kept away from only.
+    # Far takes precedence over near (sdc-designation): a target named in both is kept away from only.
     near = tuple(t for t in near if t not in far)
     return Locality(near=near, far=far, strict=bool(strict), topology=per_domain(topology)), []
 
@@ -174,7 +174,7 @@ def _rule(raw: Any, where: str) -> tuple[AffinityRule | None, list[str]]:
 class Hint:
     """One near or far wish, with the nodes that host a pod it names."""
 
-    text: str  # the seed's printed form: inst==web-0, container==database-*, disabled!=yes
+    text: str  # sdc-designation's printed form: inst==web-0, container==database-*, disabled!=yes
     near: bool
     strict: bool
     nodes: frozenset[str]
@@ -188,7 +188,8 @@ class Hint:
 
     @property
     def shown(self) -> str:
-        """How a reason names the hint: the user's words, then the seed's form (near web-0 (inst==web-0))."""
+        """How a reason names the hint: the user's words, then sdc-designation's form
+        (near web-0 (inst==web-0))."""
         return f"{self.words} ({self.text})" if self.words else self.text
 
     @property

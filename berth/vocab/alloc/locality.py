@@ -1,8 +1,8 @@
 """The locality steps: the hints computed from the cluster view, the strict ones as a hard filter,
 the soft ones (and the default spreading by owner) as a soft filter.
 
-Far before near, as the seed says: high availability matters more than performance. A strict hint
-removes nodes; a soft one sets nodes aside only while others remain, in two stages like the seed's
+Far before near, as sdc-designation says: high availability matters more than performance. A strict hint
+removes nodes; a soft one sets nodes aside only while others remain, in two stages like sdc-designation's
 soft filter: first away from `far` pods (undone if it would leave nothing), then, among what is left,
 near `near` pods (kept as they were when no node hosts one). With no hint at all, the soft filter
 spreads the owner's pods: nodes already hosting a pod of the pod's namespace are set aside while
@@ -26,7 +26,7 @@ MENDED_AT_MOST = 64
 
 
 class CalculateLocalityHints(AllocStep, NodeFilter[None]):
-    """The seed's calculate-locality-hints: affinity rules and locality become hints. berth resolves
+    """sdc-designation's calculate-locality-hints: affinity rules and locality become hints. berth resolves
     them on its cluster view once per pod; this step shows them in the trace and keeps every node."""
 
     name = "alloc/calculate-locality-hints"

@@ -1,6 +1,6 @@
 """hard-filter-vlans: the node has the NIC tags the pod needs.
 
-The pod lists them in `berth.dev/nic-tags` (an inner list is a set of alternatives, the seed's
+The pod lists them in `berth.dev/nic-tags` (an inner list is a set of alternatives, sdc-designation's
 nic_tag_requirements); the node lists the tags of its online interfaces in its annotation
 `berth.dev/nic-tags`. Every requirement needs one of its tags on the node.
 """

@@ -2,7 +2,7 @@
 
 RE2 matches in time linear in the input and never backtracks, so a pattern from a pod annotation cannot
 stall the scheduler. Limits keep one pattern cheap to compile: its length, RE2's memory budget and the
-size of the compiled program. A glob knows one wildcard, `*` (any run of characters, as the seed's
+size of the compiled program. A glob knows one wildcard, `*` (any run of characters, as sdc-designation's
 "web*"); every other character is literal, and the glob must match the whole value.
 """
 
@@ -49,7 +49,7 @@ def _check_length(value: str) -> None:
 
 
 def regex(value: str) -> Callable[[str], bool]:
-    """The seed writes a regular expression between slashes ("/web/"); the slashes are optional. It
+    """sdc-designation writes a regular expression between slashes ("/web/"); the slashes are optional. It
     matches anywhere in the value unless anchored."""
     _check_length(value)
     body = value[1:-1] if len(value) >= 2 and value.startswith("/") and value.endswith("/") else value

@@ -1,9 +1,9 @@
 """Platform versions: hard-filter-platform-versions and hard-filter-feature-min-platform.
 
 A node's platform is its label `berth.dev/platform` (a build stamp such as 20240131T120000Z, or a
-version), else its kubelet version (v1.35.4). Its release line, the seed's "SDC version", is the
+version), else its kubelet version (v1.35.4). Its release line, sdc-designation's "SDC version", is the
 major.minor of that version (of the kubelet's when the label is a stamp). A requirement maps release
-lines to platforms, `{"1.34": "1.34.2", "1.35": "1.35.1"}`, and is applied with the seed's rule (see
+lines to platforms, `{"1.34": "1.34.2", "1.35": "1.35.1"}`, and is applied with sdc-designation's rule (see
 values.meets_min): above the highest line passes, a listed line needs at least (min) or at most (max)
 its platform, an unlisted line between the lowest and highest passes, below the lowest fails.
 Versions compare numerically part by part (1.10 is newer than 1.9), stamps as times; a stamp and a
@@ -115,7 +115,7 @@ class HardFilterPlatformVersions(AllocStep, NodeFilter[tuple[_Requirement, ...]]
 
 
 class HardFilterFeatureMinPlatform(AllocStep, NodeFilter[Platform]):
-    """The seed's features, on Kubernetes: every pod is a container, so filter_docker_min_platform
+    """sdc-designation's features, on Kubernetes: every pod is a container, so filter_docker_min_platform
     applies to every pod. The NFS-volume automount, volapi NFS v2 and flexible-disk features have no
     counterpart on a pod; their keys are read and validated, and never trigger."""
 

@@ -1,4 +1,4 @@
-"""The names a chain may use and what each means, without importing any step: the seed's algorithms
+"""The names a chain may use and what each means, without importing any step: sdc-designation's algorithms
 (the allocator's steps, with or without `alloc/`), berth's other steps (berth.vocab.step_names), the
 names refused on Kubernetes, and custom algorithms. The configuration's checks read this leaf module;
 berth.vocab.alloc.registry maps the algorithms to their classes, and berth.pipeline the other steps."""
@@ -14,7 +14,7 @@ from berth.vocab.alloc.custom import discovered
 
 PREFIX = "alloc/"
 
-# The seed's algorithms berth runs, by the seed's name (the registry has a class for each).
+# sdc-designation's algorithms berth runs, by sdc-designation's name (the registry has a class for each).
 ALGORITHMS = (
     "calculate-affinity",
     "calculate-locality-hints",
@@ -94,7 +94,7 @@ class NameLookup:
 
 
 def lookup(name: str, custom: Collection[str] = ()) -> NameLookup:
-    """What a chain name means: one of the seed's algorithms (with or without alloc/), one of berth's
+    """What a chain name means: one of sdc-designation's algorithms (with or without alloc/), one of berth's
     other named steps (tags/..., kube/..., policy/...), or a custom algorithm (the configuration's
     `algorithms`, `custom`, or an installed entry point)."""
     bare = name.removeprefix(PREFIX)

@@ -1,4 +1,4 @@
-"""Every algorithm of the seed berth runs, as its step class (implemented, or a data step that computes
+"""Every algorithm of sdc-designation berth runs, as its step class (implemented, or a data step that computes
 from the cluster view). The names, the refused ones with the reason they have no meaning on Kubernetes,
 and what a name means are in berth.vocab.alloc.plugin_names; docs/allocator.md has the same table for people.
 """
@@ -59,7 +59,7 @@ STEPS: tuple[type[AllocStep], ...] = (
     scorers.ScoreUnreservedRam,
 )
 
-# The seed's name (without the alloc/ prefix) -> step class.
+# sdc-designation's name (without the alloc/ prefix) -> step class.
 ALGORITHMS: dict[str, type[AllocStep]] = {cls.name.removeprefix(PREFIX): cls for cls in STEPS}
 if tuple(ALGORITHMS) != plugin_names.ALGORITHMS:  # the leaf list of names and the classes must agree
     raise ImportError(

@@ -66,7 +66,7 @@ class AllocRequest:
     nic_tags: tuple[tuple[str, ...], ...] = ()
 
     def combined_traits(self) -> dict[str, TraitValue]:
-        """Package traits, overridden by the pod's, overridden by the image's (the seed's priority)."""
+        """Package traits, overridden by the pod's, overridden by the image's (sdc-designation's priority)."""
         out: dict[str, TraitValue] = {}
         if self.package is not None:
             out.update(self.package.traits)

@@ -1,6 +1,6 @@
 """The allocator's scorers. Each returns a raw value per node; the engine scales the values to 0..1
 (lowest 0, highest 1) and multiplies by the weight, the defaults' weight_*. A negative weight reverses
-the order and still never lowers a score (the seed: scores only ever increase).
+the order and still never lowers a score (sdc-designation: scores only ever increase).
 
 | scorer | raw value (higher is better with a positive weight) |
 |---|---|
@@ -256,7 +256,7 @@ class ScoreUniformRandom(_SignedScorer):
 
 
 class PickRandom(AllocStep, Scorer[None]):
-    """The seed's pick-random, as a scorer: a random part of weight 1, so that with no other scorer
+    """sdc-designation's pick-random, as a scorer: a random part of weight 1, so that with no other scorer
     the highest score falls on a random node (reproducible with the seed)."""
 
     name = "alloc/pick-random"

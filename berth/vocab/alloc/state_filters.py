@@ -94,7 +94,7 @@ class HardFilterReservoir(AllocStep, NodeFilter[None]):
 
 
 class HardFilterVirtualServers(AllocStep, NodeFilter[None]):
-    """The seed removes virtual servers for Docker containers; every pod is a container."""
+    """sdc-designation removes virtual servers for Docker containers; every pod is a container."""
 
     name = "alloc/hard-filter-virtual-servers"
     summary = f"hard: the node is not virtual (label type=virtual-kubelet or {VIRTUAL}=true)"

@@ -1,7 +1,7 @@
 """hard-filter-traits: the node's traits (annotation berth.dev/traits) must fulfil the pod's.
 
 The pod's traits are its package's, overridden name by name by its own (`berth.dev/traits`), overridden
-by its image's (`berth.dev/image` traits). The rule is the seed's and exact: the node carries the same
+by its image's (`berth.dev/image` traits). The rule is sdc-designation's and exact: the node carries the same
 trait names as the request, each value matching (booleans and strings by equality, a string and a list
 by membership either way, two lists by a common value). So a node with traits takes only pods that ask
 for them, and a pod asking for no traits takes only nodes without any. The answer depends only on the

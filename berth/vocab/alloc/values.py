@@ -72,7 +72,7 @@ def thaw(value: dict[str, TraitValue]) -> dict[str, Any]:
 def trait_mismatch(requested: dict[str, TraitValue], node: dict[str, TraitValue]) -> str | None:
     """Why a node's traits cannot fulfil the requested ones, or None when they can.
 
-    The seed's rule, exactly: the node must carry the same trait names as the request (a node with a
+    sdc-designation's rule, exactly: the node must carry the same trait names as the request (a node with a
     trait the request does not name is kept for pods that ask for it; a request with no traits takes
     only nodes without traits), and every value must match: booleans and strings by equality, a string
     against a list by membership either way, two lists by a common value.
@@ -212,7 +212,7 @@ def platform_map(value: Any, where: str) -> tuple[PlatformMap, list[str]]:
 
 
 def meets_min(req: PlatformMap, line: tuple[int, int], platform: Platform) -> bool | None:
-    """The seed's min_platform rule on one node (None when the platforms cannot be compared).
+    """sdc-designation's min_platform rule on one node (None when the platforms cannot be compared).
 
     With the lines sorted, a node on a line above the highest passes; on a listed line its platform
     must be at least the one listed; on an unlisted line between the lowest and the highest it passes;
@@ -232,7 +232,7 @@ def meets_min(req: PlatformMap, line: tuple[int, int], platform: Platform) -> bo
 
 
 def meets_max(req: PlatformMap, line: tuple[int, int], platform: Platform) -> bool | None:
-    """The seed's max_platform rule: the mirror image of meets_min."""
+    """sdc-designation's max_platform rule: the mirror image of meets_min."""
     lines = [line_ for line_, _ in req.entries]
     wanted = dict(req.entries)
     low = lines[0]
