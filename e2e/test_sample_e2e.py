@@ -109,10 +109,38 @@ def test_a_pod_whose_only_neighbour_is_outside_the_sample_is_handed_over_to_it(s
     assert all(len(h) <= 1 for h in handed.values()), handed
     assert sum(len(h) for h in handed.values()) >= 1
     assert _metric(stack, "handed_over") - before == sum(len(h) for h in handed.values())
-    message = next(h[0]["message"] for h in handed.values() if h)
-    assert message.startswith(f"{holder_node}, outside kube-scheduler's sample (100 of {NODES} nodes)")
+    # handed over after an attempt kube asked about a sample without it, or on arrival, before any
+    messages = [h[0]["message"] for h in handed.values() if h]
+    assert all(m.startswith(holder_node) and "kube-scheduler's sample" in m for m in messages), messages
     # Nothing was evicted: the holder is where it was.
     assert stack.cp.kubectl_json("get", "pod", "db", "-n", ns)["spec"]["nodeName"] == holder_node
+
+
+def test_a_pod_nominated_on_arrival_is_bound_at_kubes_first_attempt(stack: Stack) -> None:
+    """kube-scheduler honours a nomination it did not make on a pod it has not tried yet: its first
+    attempt evaluates that node first (evaluateNominatedNode), extender included. berth writes it
+    when the watch shows a new pod whose rules list fewer nodes than any sample needs to hold one
+    (here the holder's node alone), so the pod needs no failed attempt and no backoff. kube-scheduler
+    is stopped while the pod arrives, so that berth's nomination is there before its first attempt."""
+    ns, holder_node = _with_holder(stack)
+    stack.cp.kill(stack.scheduler_name)
+    try:
+        _apply(stack, _pod("early", ns, annotations={"berth.dev/affinity": '{"require_with_tag": ["db"]}'}))
+        nominated = until(
+            "berth's nomination",
+            lambda: stack.cp.kubectl_json("get", "pod", "early", "-n", ns)["status"].get("nominatedNodeName"),
+            timeout=30,
+        )
+        assert nominated == holder_node
+    finally:
+        stack.cp.revive(stack.scheduler_name)
+    placed = until(
+        "early bound", lambda: stack.cp.kubectl_json("get", "pod", "early", "-n", ns)["spec"].get("nodeName")
+    )
+    assert placed == holder_node
+    reasons = [e["reason"] for e in _events(stack, ns, "early")]
+    assert "FailedScheduling" not in reasons, reasons  # bound at the first attempt
+    assert reasons.count("HandedOver") == 1
 
 
 def test_pods_handed_over_together_need_one_hand_over_each(stack: Stack) -> None:

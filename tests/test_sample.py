@@ -450,3 +450,79 @@ def test_the_nodes_a_thin_pod_may_go_to_are_listed_from_the_tag_holders():
     zone = {"require_with_tag": ["db"], "topologyKey": "topology.kubernetes.io/zone"}
     assert listed(wanting(zone), v, online) is None
     assert listed(wanting(None), v, online) is None
+
+
+def test_a_new_pod_whose_rules_list_too_few_nodes_is_nominated_before_kubes_first_attempt():
+    """The holder is the only node its rule lists (fewer than kube's minimum of 100 feasible nodes):
+    any sample kube takes is thin for it, so berth nominates the holder's node as soon as the watch
+    shows the pod, and kube's first attempt evaluates that node first: no failed attempt, no backoff."""
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    _watch_shows(placer, _wants_db())  # created: kube-scheduler has not tried it yet
+    assert handed == [("app", "n119")]
+    assert [e[1] for e in events] == ["HandedOver"]
+    assert "before kube-scheduler's first attempt" in events[0][2]
+    assert placer.cluster.view.pod("default/app").node_name == "n119"  # counted there, as a hand-over is
+    _watch_shows(placer, _wants_db(nominatedNodeName="n119"))  # the nomination stored: nothing more
+    assert handed == [("app", "n119")]
+    first = _filter(placer, _wants_db(nominatedNodeName="n119"), ["n119"])
+    assert first.node_names == ["n119"] and len(handed) == 1
+
+
+def test_an_attempt_that_beat_the_nomination_on_arrival_gets_its_words_or_the_node_in_its_sample():
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    _watch_shows(placer, _wants_db())
+    message = "berth: " + events[0][2]
+    without = _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(100)])
+    assert without.error == message  # the same answer, not a second hand-over
+    holding = _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(20, 120)])
+    assert holding.node_names == ["n119"]
+    assert handed == [("app", "n119")] and [e[1] for e in events] == ["HandedOver"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(lambda b: b["metadata"]["annotations"].clear(), id="no rule"),
+        pytest.param(
+            lambda b: b["status"].update(conditions=[{"type": "PodScheduled", "status": "False"}]),
+            id="kube tried it already",
+        ),
+        pytest.param(lambda b: b["status"].update(nominatedNodeName="n005"), id="nominated already"),
+        pytest.param(lambda b: b["spec"].update(schedulerName="berth-scheduler-exhaustive"), id="every node"),
+        pytest.param(lambda b: b["spec"].update(nodeName="n003"), id="bound"),
+    ],
+)
+def test_no_nomination_on_arrival_where_kubes_attempt_decides(body):
+    handed, events = [], []
+    placer = _placer(120, handed=handed, events=events)
+    placer.kube_sample["berth-scheduler-exhaustive"] = 100
+    pod_obj = _wants_db()
+    body(pod_obj)
+    _watch_shows(placer, pod_obj)
+    assert handed == [] and events == []
+
+
+def test_a_pod_is_considered_for_a_nomination_on_arrival_once():
+    """Nothing fits it when the watch first shows it (the holder's node is full): it is not decided
+    again at each later copy the watch shows before kube's first attempt."""
+    from tests.builders import node, pod
+
+    handed, events = [], []
+    placer = _placer(
+        120,
+        handed=handed,
+        events=events,
+        objects=(
+            *(node(f"n{i:03d}") for i in range(119)),
+            node("n119", pods="1"),
+            pod("db", node="n119", tags=["db"]),
+        ),
+    )
+    decided = []
+    looked_past = placer._looked_past
+    placer._looked_past = lambda *a: decided.append(a[0].name) or looked_past(*a)
+    for _ in range(3):
+        _watch_shows(placer, _wants_db())
+    assert decided == ["app"] and handed == []

@@ -32,7 +32,14 @@ from berth.engine import Decision, Event, Pipeline, decide, listed
 from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
-from berth.extender.sample import WRITE_AFTER_AT_MOST, HandOvers, feasible_nodes_to_find, sampled, thin
+from berth.extender.sample import (
+    MIN_FEASIBLE_NODES,
+    WRITE_AFTER_AT_MOST,
+    HandOvers,
+    feasible_nodes_to_find,
+    sampled,
+    thin,
+)
 from berth.vocab.planned_target import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
@@ -389,17 +396,14 @@ class Placer:
             return None  # kube-scheduler's own nomination (it preempted there): never written over
         pending = self.handovers.pending(key, pod.nominated_node)
         if pending is not None:  # handed over already; kube-scheduler has not seen the nomination yet
+            if decision.chosen is not None and decision.chosen == self.handovers.node(key):
+                return None  # ... but its sample holds the node, and the decision over it agrees
             return wire.ExtenderFilterResult(error=pending)
         if self.nominate is None or not self.handovers.allowed(key):
             self.observe_sample("refused")
             return None
-        excluded = self.handovers.excluded(key)
         names = set(_names(asked))
-        with self._nominations_placed(pod):
-            nodes, wanted = self._widened(pod, excluded)
-            wide = decide(pod, view, self.offline, candidates=nodes[:wanted], seed=seed_for(pod))
-            if wide.chosen is None and len(nodes) > wanted:  # kube's filters refused those: every one
-                wide = decide(pod, view, self.offline, candidates=nodes, seed=seed_for(pod))
+        wide = self._looked_past(pod, self.handovers.excluded(key))
         if wide.chosen is None or wide.chosen in names:
             self.observe_sample("widened" if wide.chosen else "refused")
             return None
@@ -426,6 +430,7 @@ class Placer:
         meta = obj.get("metadata") or {}
         key = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         if not self.handovers.awaiting(key):
+            self._nominate_on_arrival(obj, key)
             return
         if (obj.get("spec") or {}).get("nodeName"):
             self.handovers.bound(key)
@@ -455,7 +460,66 @@ class Placer:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _widened(self, pod: Pod, excluded: set[str]) -> tuple[list[str], int]:
+    def _looked_past(self, pod: Pod, excluded: set[str], some: list[str] | None = None) -> Decision:
+        """The decision for a thin pod past kube's sample: over the nodes berth's rules accept (`some`:
+        those its hard steps list, when already worked out) that kube would look for, with kube's
+        filters as berth models them; over all of them when kube's filters refuse those."""
+        view = self.cluster.view
+        with self._nominations_placed(pod):
+            nodes, wanted = self._widened(pod, excluded, some)
+            wide = decide(pod, view, self.offline, candidates=nodes[:wanted], seed=seed_for(pod))
+            if wide.chosen is None and len(nodes) > wanted:  # kube's filters refused those: every one
+                wide = decide(pod, view, self.offline, candidates=nodes, seed=seed_for(pod))
+        return wide
+
+    def _nominate_on_arrival(self, obj: dict[str, Any], key: str) -> None:
+        """A new pod kube-scheduler has not tried yet, whose hard rules list fewer nodes than kube's
+        own minimum of feasible nodes: any sample kube takes is thin for it, and its first attempt
+        would end in a hand-over. Nominated at once instead, so that the first attempt evaluates the
+        node berth's rules place it on (berth.extender.sample, "on arrival")."""
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        percentage = self.kube_sample.get(spec.get("schedulerName") or "")
+        if (
+            percentage is None
+            or percentage >= 100
+            or self.nominate is None
+            or spec.get("nodeName")
+            or status.get("nominatedNodeName")
+            or status.get("phase", "Pending") != "Pending"
+            or (obj.get("metadata") or {}).get("deletionTimestamp")
+            or any(c.get("type") == "PodScheduled" for c in status.get("conditions") or ())
+            or not self.handovers.first_seen(key)
+            or not self.cluster.ready()
+            or (self.leadership is not None and not self.leadership.may_filter())
+        ):
+            return
+        view = self.cluster.view
+        wanted = feasible_nodes_to_find(percentage, len(view))
+        if wanted >= len(view):
+            return  # kube asks about every node it finds feasible: nothing to hand over
+        try:
+            pod = pod_from_k8s(obj)
+        except BerthError:
+            return  # refused with its reason at the first attempt
+        some = listed(pod, view, self.online)
+        if some is None or len(some) >= MIN_FEASIBLE_NODES:
+            return  # a sample may well hold enough of its nodes: kube's attempt decides
+        node = self._looked_past(pod, set(), some).chosen
+        if node is None:
+            return  # nothing fits now: the first attempt says why
+        message = (
+            f"berth: {node} is where berth's rules place the pod; they leave {len(some)} of {len(view)} "
+            f"nodes, fewer than kube-scheduler's sample ({wanted}) needs to hold one for sure: nominated it "
+            "before kube-scheduler's first attempt, so that the attempt evaluates it first (hand-over 1)"
+        )
+        self.handovers.handed_over(key, node, message, pod, written=True)
+        self.cluster.reserve(pod, node)
+        self.observe_sample("handed_over")
+        self._in_background(self._write_nomination(pod, node))
+        told = Event("Normal", "HandedOver", message.removeprefix("berth: "))
+        self._in_background(self.recorder(pod, [told]))
+
+    def _widened(self, pod: Pod, excluded: set[str], some: list[str] | None = None) -> tuple[list[str], int]:
         """The nodes a thin pod is decided over past kube's sample: those berth's own rules accept
         (one decision over every node, as the extender decides), less the ones kube rejected after a
         hand-over, in a rotation seeded by the pod; and how many of them kube-scheduler would look
@@ -463,7 +527,8 @@ class Placer:
         when they refuse them all."""
         view = self.cluster.view
         # Only the nodes a hard step lists from an index (a tag's holders) can pass: those asked alone.
-        some = listed(pod, view, self.online)
+        if some is None:
+            some = listed(pod, view, self.online)
         rules = decide(pod, view, self.online, candidates=some, seed=seed_for(pod))
         refused = rules.failures()
         accepted = [

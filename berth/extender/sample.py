@@ -19,6 +19,10 @@ answers an error with "clear the nomination", and a nomination that reached its 
 attempt ended was cleared (measured: 40 pods at once on 200 nodes, most handed over 2 to 4 times).
 Should kube clear it anyway, it is written again, at most REWRITES_AT_MOST times.
 
+On arrival: a new pod whose hard rules list fewer nodes than kube's minimum of feasible nodes is thin in
+any sample, so berth nominates its node as soon as the watch shows it, before kube-scheduler's first
+attempt, which then evaluates that node first: no failed attempt, no backoff.
+
 The hand-over never depends on luck: a node kube rejected (the next attempt came with other nodes) is
 not nominated again for that pod for a while, a pod is handed over at most HANDOVERS_AT_MOST times in
 HANDOVER_WINDOW, and a nomination kube-scheduler made itself (preemption) is never written over.
@@ -104,6 +108,7 @@ class HandOvers:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._pods: dict[str, _Pod] = {}
+        self._seen: dict[str, None] = {}  # the pods considered for a nomination on arrival
 
     def _of(self, key: str) -> _Pod:
         pod = self._pods.get(key)
@@ -112,6 +117,11 @@ class HandOvers:
                 self._pods.clear()
             pod = self._pods[key] = _Pod()
         return pod
+
+    def node(self, key: str) -> str:
+        """The node the pod was last handed over to ("" when none)."""
+        found = self._pods.get(key)
+        return found.node if found is not None else ""
 
     def nominated_by_berth(self, key: str, node: str) -> bool:
         found = self._pods.get(key)
@@ -157,11 +167,26 @@ class HandOvers:
         since = found.times[-1] if found.written is None else found.written
         return found.message if self.clock() - since < NOMINATION_SEEN_WITHIN else None
 
-    def handed_over(self, key: str, node: str, message: str = "", pod: Any = None) -> None:
+    def handed_over(
+        self, key: str, node: str, message: str = "", pod: Any = None, *, written: bool = False
+    ) -> None:
+        """`written`: the nomination is written at once (a pod nominated on arrival: no attempt of
+        kube's to wait for)."""
         found = self._of(key)
         found.times.append(self.clock())
         found.node, found.message, found.pod = node, message, pod
-        found.written, found.stored, found.rewrites, found.evaluated = None, False, 0, False
+        found.written = self.clock() if written else None
+        found.stored, found.rewrites, found.evaluated = False, 0, False
+
+    def first_seen(self, key: str) -> bool:
+        """True the first time berth asks about this pod (the watch shows a pod many times before
+        kube-scheduler tries it): a pod is considered for a nomination on arrival once."""
+        if key in self._seen:
+            return False
+        if len(self._seen) >= KEPT_AT_MOST:
+            self._seen.clear()
+        self._seen[key] = None
+        return key not in self._pods
 
     def count(self, key: str) -> int:
         """The pod's hand-overs within HANDOVER_WINDOW, this one included."""
