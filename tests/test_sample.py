@@ -394,6 +394,35 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
         assert answer.node_names, "refused because of the sample"
     if not world["wants"]:  # no thin rule: exactly the decision over the sample
         assert not handed and answer.node_names == [over_sample.chosen]
+    # On arrival, before any attempt (a placer of its own): a nomination only where the rules list
+    # fewer nodes than kube's minimum and kube samples, always to a node the decision over every node
+    # accepts; never none where that decision places the pod.
+    early: list[tuple[str, str]] = []
+
+    async def nominate_early(p, node_name):
+        early.append((p.name, node_name))
+
+    arrival = Placer(
+        SnapshotCluster(view(*objects)),
+        online=online,
+        offline=offline,
+        binder=nothing,
+        recorder=nothing,
+        kube_sample={"berth-scheduler": 0},
+        nominate=nominate_early,
+    )
+    arrival.loop = _loop()
+    _watch_shows(arrival, body, wait=0)
+    arrival.loop.run_until_complete(asyncio.sleep(0))
+    thin_anywhere = (
+        world["wants"] and len(world["holders"]) < 100 and feasible_nodes_to_find(0, count) < count
+    )
+    if early:
+        ((_, node_name),) = early
+        assert thin_anywhere
+        assert everywhere.node(node_name).feasible
+    elif thin_anywhere and everywhere.chosen is not None:
+        raise AssertionError("a thin pod that fits was not nominated on arrival")
 
 
 def test_the_preempt_verb_proposes_no_victims_while_a_node_fits_without_evictions():
