@@ -8,11 +8,11 @@ from berth.vocab.kube.filters import (
     NodeReady,
     NodeResourcesFit,
     NodeUnschedulable,
-    TaintToleration,
 )
 from berth.vocab.kube.interpod import InterPodAffinity
 from berth.vocab.kube.score import KubeDefaultScore, KubePreferences
 from berth.vocab.kube.spread import PodTopologySpread
+from berth.vocab.kube.taint_toleration import TaintToleration
 
 # kube's filters in the order of its default profile (the first that fails names the node's reason).
 FILTERS = (

@@ -35,20 +35,6 @@ def _cordoned(node: Node) -> bool:
     return node.unschedulable
 
 
-def _tainted(node: Node) -> bool:
-    return any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints)
-
-
-def untolerated(node: Node, pod: Pod) -> Taint | None:
-    """The first NoSchedule or NoExecute taint of the node the pod does not tolerate."""
-    for taint in node.taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not any(
-            t.tolerates(taint) for t in pod.tolerations
-        ):
-            return taint
-    return None
-
-
 def node_selection_miss(pod: Pod, node: Node) -> tuple[str, dict[str, Any]] | None:
     """Why the pod's nodeSelector or required node affinity does not accept the node (kube's
     GetRequiredNodeAffinity(pod).Match), as a message and its values; None when they accept it."""
@@ -116,20 +102,6 @@ class NodeUnschedulable(NodeFilter[None]):
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
             return None
         return Reason(self.name, Kind.UNMET, "node is cordoned (spec.unschedulable)")
-
-
-class TaintToleration(NodeFilter[None]):
-    name = step_names.KUBE_TAINTS
-    summary = "hard: the pod tolerates every NoSchedule and NoExecute taint of the node"
-    suspect = staticmethod(_tainted)
-
-    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
-        taint = untolerated(state.node, ctx.pod)
-        if taint is None:
-            return None
-        return Reason(
-            self.name, Kind.UNMET, "node has a taint the pod does not tolerate", {"taint": str(taint)}
-        )
 
 
 class NodeAffinity(NodeFilter[None]):

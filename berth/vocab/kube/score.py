@@ -57,6 +57,7 @@ from berth.vocab import step_names
 from berth.vocab.kube.filters import term_matches
 from berth.vocab.kube.interpod import topology_score
 from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
+from berth.vocab.kube.taint_toleration import intolerable, prefer_no_schedule_tolerations
 
 MAX = 100  # kube's MaxNodeScore
 WEIGHTS = {"taints": 3, "node_affinity": 2, "spread": 2, "inter_pod": 2, "least": 1, "balanced": 1}
@@ -94,14 +95,6 @@ class Prepared:
     @property
     def best_effort(self) -> bool:
         return not self.requested_cpu and not self.requested_memory
-
-
-def _intolerable(node: Node, tolerations: tuple[Toleration, ...]) -> int:
-    return sum(
-        1
-        for taint in node.taints
-        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in tolerations)
-    )
 
 
 def _preference(node: Node, preferred: tuple[tuple[int, dict], ...]) -> int:
@@ -150,7 +143,7 @@ class _KubeScore(Tier[Prepared]):
         pod = ctx.pod
         return Prepared(
             taints=taints,
-            tolerations=tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")),
+            tolerations=prefer_no_schedule_tolerations(pod),
             preferred=preferred,
             soft=soft,
             domains=domain_counts(soft, ctx) if soft is not None else [],
@@ -171,7 +164,7 @@ class _KubeScore(Tier[Prepared]):
         cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
         resources = prepared.resources
         return Raw(
-            taints=_intolerable(node, prepared.tolerations) if prepared.taints else 0,
+            taints=intolerable(node, prepared.tolerations) if prepared.taints else 0,
             node_affinity=_preference(node, prepared.preferred),
             inter_pod=sum(
                 values.get(node.labels[key], 0)
@@ -249,7 +242,7 @@ class _KubeScore(Tier[Prepared]):
             taints = view.node_memo(
                 ("kube/default-score/taints", prepared.tolerations),
                 lambda: np.array(
-                    [_intolerable(s.node, prepared.tolerations) for s in view.states()], np.int64
+                    [intolerable(s.node, prepared.tolerations) for s in view.states()], np.int64
                 ),
             )[at]
         else:

@@ -26,7 +26,8 @@ from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
-from berth.vocab.kube.filters import selects_node, untolerated
+from berth.vocab.kube.filters import selects_node
+from berth.vocab.kube.taint_toleration import untolerated
 
 # kube's systemDefaultConstraints (PodTopologySpread with defaultingType System).
 SYSTEM_DEFAULTS = ((HOSTNAME, 3), (ZONE, 5))
