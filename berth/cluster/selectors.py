@@ -3,7 +3,7 @@
 One evaluator for every selector berth reads: a PlacementPolicy's `spec.selector`, the label selectors
 of pod affinity terms and topology spread constraints, and the default spreading selector kube-scheduler
 derives from a pod's Services and controller (berth.vocab.kube.spread). Node selector terms (node
-affinity, with Gt and Lt and fields) are another vocabulary (berth.vocab.kube.filters).
+affinity, with Gt and Lt and fields) are another vocabulary (berth.vocab.kube.node_affinity).
 
 As in k8s.io/apimachinery: a selector with nothing in it (`{}`) matches every pod; a missing one (nil)
 matches none (`NOTHING`).

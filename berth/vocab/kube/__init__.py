@@ -2,7 +2,6 @@
 them before it asks berth) and its default scoring (offline and live: berth's choice is final)."""
 
 from berth.vocab.kube.filters import (
-    NodeAffinity,
     NodeName,
     NodePorts,
     NodeReady,
@@ -10,6 +9,7 @@ from berth.vocab.kube.filters import (
     NodeUnschedulable,
 )
 from berth.vocab.kube.interpod import InterPodAffinity
+from berth.vocab.kube.node_affinity import NodeAffinity
 from berth.vocab.kube.score import KubeDefaultScore, KubePreferences
 from berth.vocab.kube.spread import PodTopologySpread
 from berth.vocab.kube.taint_toleration import TaintToleration

@@ -8,9 +8,7 @@ berth.vocab.kube.interpod and berth.vocab.kube.spread.
 
 from __future__ import annotations
 
-from typing import Any
-
-from berth.cluster.model import HostPort, Node, Pod, Taint
+from berth.cluster.model import HostPort, Node, Taint
 from berth.cluster.quantity import show_units
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
@@ -33,22 +31,6 @@ class NodeReady(NodeFilter[None]):
 
 def _cordoned(node: Node) -> bool:
     return node.unschedulable
-
-
-def node_selection_miss(pod: Pod, node: Node) -> tuple[str, dict[str, Any]] | None:
-    """Why the pod's nodeSelector or required node affinity does not accept the node (kube's
-    GetRequiredNodeAffinity(pod).Match), as a message and its values; None when they accept it."""
-    mismatch = {k: v for k, v in pod.node_selector.items() if node.labels.get(k) != v}
-    if mismatch:
-        return "node does not match the pod's nodeSelector", {"wanted": mismatch}
-    required = pod.required_node_affinity
-    if required and not any(term_matches(t, node) for t in required.get("nodeSelectorTerms") or []):
-        return "node does not match the pod's required node affinity", {}
-    return None
-
-
-def selects_node(pod: Pod, node: Node) -> bool:
-    return node_selection_miss(pod, node) is None
 
 
 class NodeName(NodeFilter[str]):
@@ -102,53 +84,6 @@ class NodeUnschedulable(NodeFilter[None]):
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
             return None
         return Reason(self.name, Kind.UNMET, "node is cordoned (spec.unschedulable)")
-
-
-class NodeAffinity(NodeFilter[None]):
-    name = step_names.KUBE_NODE_AFFINITY
-    summary = "hard: the node matches the pod's nodeSelector and required node affinity"
-
-    def prepare(self, ctx: PodContext) -> Skipped | None:
-        if not ctx.pod.node_selector and not ctx.pod.required_node_affinity:
-            return skip("no nodeSelector or required node affinity")
-        return None
-
-    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
-        miss = node_selection_miss(ctx.pod, state.node)
-        return Reason(self.name, Kind.UNMET, miss[0], miss[1]) if miss is not None else None
-
-
-def term_matches(term: dict[str, Any], node: Node) -> bool:
-    """A NodeSelectorTerm: its expressions and fields all hold. An empty term matches no node."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False
-    labels = node.labels
-    return all(_requirement(e, labels) for e in exprs) and all(
-        _requirement(f, {"metadata.name": node.name}) for f in fields
-    )
-
-
-def _requirement(expr: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-    present = key in labels
-    value = labels.get(key)
-    if op == "In":
-        return present and value in values
-    if op == "NotIn":
-        return not present or value not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        try:
-            have, want = int(value or ""), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
 
 
 class NodeResourcesFit(NodeFilter[None]):

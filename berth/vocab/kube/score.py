@@ -54,8 +54,8 @@ from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import ArrayValues, PodContext, Skipped, Tier, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
-from berth.vocab.kube.filters import term_matches
 from berth.vocab.kube.interpod import topology_score
+from berth.vocab.kube.node_affinity import preferred_terms, preferred_weight
 from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
 from berth.vocab.kube.taint_toleration import intolerable, prefer_no_schedule_tolerations
 
@@ -95,10 +95,6 @@ class Prepared:
     @property
     def best_effort(self) -> bool:
         return not self.requested_cpu and not self.requested_memory
-
-
-def _preference(node: Node, preferred: tuple[tuple[int, dict], ...]) -> int:
-    return sum(weight for weight, term in preferred if term_matches(term, node))
 
 
 def _least(allocatable: int, requested: int) -> int:
@@ -165,7 +161,7 @@ class _KubeScore(Tier[Prepared]):
         resources = prepared.resources
         return Raw(
             taints=intolerable(node, prepared.tolerations) if prepared.taints else 0,
-            node_affinity=_preference(node, prepared.preferred),
+            node_affinity=preferred_weight(node, prepared.preferred),
             inter_pod=sum(
                 values.get(node.labels[key], 0)
                 for key, values in prepared.topology.items()
@@ -251,7 +247,9 @@ class _KubeScore(Tier[Prepared]):
             memo_key = ("kube/default-score/preferred", repr(prepared.preferred))
             preference = view.node_memo(
                 memo_key,
-                lambda: np.array([_preference(s.node, prepared.preferred) for s in view.states()], np.int64),
+                lambda: np.array(
+                    [preferred_weight(s.node, prepared.preferred) for s in view.states()], np.int64
+                ),
             )[at]
         else:
             preference = np.zeros(count, np.int64)
@@ -331,13 +329,7 @@ class KubePreferences(_KubeScore):
 
     def prepare(self, ctx: PodContext) -> Prepared | Skipped:
         pod = ctx.pod
-        preferred = tuple(
-            (int(t.get("weight") or 0), t.get("preference") or {})
-            for t in pod.preferred_node_affinity
-            if isinstance(t, dict)
-            and t.get("weight")
-            and (t.get("preference") or {}).keys() & {"matchExpressions", "matchFields"}
-        )
+        preferred = preferred_terms(pod)
         soft = own_soft(pod)
         topology = topology_score(ctx)
         taints = _any_prefer_no_schedule(ctx.view)

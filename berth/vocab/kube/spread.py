@@ -26,7 +26,7 @@ from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
-from berth.vocab.kube.filters import selects_node
+from berth.vocab.kube.node_affinity import selects_node
 from berth.vocab.kube.taint_toleration import untolerated
 
 # kube's systemDefaultConstraints (PodTopologySpread with defaultingType System).
