@@ -5,11 +5,11 @@ from berth.vocab.kube.filters import (
     NodeName,
     NodePorts,
     NodeReady,
-    NodeResourcesFit,
     NodeUnschedulable,
 )
 from berth.vocab.kube.interpod import InterPodAffinity
 from berth.vocab.kube.node_affinity import NodeAffinity
+from berth.vocab.kube.node_resources import NodeResourcesFit
 from berth.vocab.kube.score import KubeDefaultScore, KubePreferences
 from berth.vocab.kube.spread import PodTopologySpread
 from berth.vocab.kube.taint_toleration import TaintToleration

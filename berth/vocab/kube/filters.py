@@ -9,7 +9,6 @@ berth.vocab.kube.interpod and berth.vocab.kube.spread.
 from __future__ import annotations
 
 from berth.cluster.model import HostPort, Node, Taint
-from berth.cluster.quantity import show_units
 from berth.cluster.view import NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
@@ -84,27 +83,3 @@ class NodeUnschedulable(NodeFilter[None]):
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
             return None
         return Reason(self.name, Kind.UNMET, "node is cordoned (spec.unschedulable)")
-
-
-class NodeResourcesFit(NodeFilter[None]):
-    name = step_names.KUBE_RESOURCES
-    summary = "hard: the pod's requests fit the node's allocatable minus the requests of its pods"
-
-    def check(self, state: NodeState, prepared: None, ctx: PodContext) -> Reason | None:
-        pods = len(state.pods)
-        allowed = state.node.allocatable.get("pods")
-        if allowed is not None and pods + 1 > allowed:
-            return Reason(self.name, Kind.EXHAUSTED, "too many pods", {"pods": pods, "allocatable": allowed})
-        for resource, wanted in sorted(ctx.pod.requests.items()):
-            if wanted <= 0 or resource == "pods":
-                continue
-            free = state.node.allocatable.get(resource, 0) - state.requested.get(resource, 0)
-            if wanted > free:
-                return Reason(
-                    self.name,
-                    Kind.EXHAUSTED,
-                    f"insufficient {resource}",
-                    # as kubectl writes quantities: "500m" of cpu, "2Gi" of memory
-                    {"requested": show_units(resource, wanted), "free": show_units(resource, max(free, 0))},
-                )
-        return None

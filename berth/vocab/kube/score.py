@@ -56,10 +56,10 @@ from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.interpod import topology_score
 from berth.vocab.kube.node_affinity import preferred_terms, preferred_weight
+from berth.vocab.kube.node_resources import MAX_NODE_SCORE, balanced_allocation, least_allocated
 from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
 from berth.vocab.kube.taint_toleration import intolerable, prefer_no_schedule_tolerations
 
-MAX = 100  # kube's MaxNodeScore
 WEIGHTS = {"taints": 3, "node_affinity": 2, "spread": 2, "inter_pod": 2, "least": 1, "balanced": 1}
 
 
@@ -91,33 +91,6 @@ class Prepared:
     memory: int
     requested_cpu: int  # as BalancedAllocation counts them
     requested_memory: int
-
-    @property
-    def best_effort(self) -> bool:
-        return not self.requested_cpu and not self.requested_memory
-
-
-def _least(allocatable: int, requested: int) -> int:
-    if requested > allocatable:
-        return 0
-    return ((allocatable - requested) * MAX) // allocatable
-
-
-def _balance(fractions: list[float]) -> int:
-    if len(fractions) == 2:
-        std = abs((fractions[0] - fractions[1]) / 2)
-    elif len(fractions) > 2:  # pragma: no cover - berth scores cpu and memory only
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    else:
-        std = 0.0
-    return int((1 - std) * MAX)
-
-
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division (truncates towards zero)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
 
 
 class _KubeScore(Tier[Prepared]):
@@ -167,7 +140,7 @@ class _KubeScore(Tier[Prepared]):
                 for key, values in prepared.topology.items()
                 if key in node.labels
             ),
-            least=_least_score(
+            least=least_allocated(
                 np.array([cpu]),
                 np.array([memory]),
                 np.array([nonzero_cpu + prepared.cpu]),
@@ -175,8 +148,13 @@ class _KubeScore(Tier[Prepared]):
             )[0].item()
             if resources
             else 0,
-            balanced=_balanced_score(
-                np.array([cpu]), np.array([memory]), np.array([used_cpu]), np.array([used_memory]), prepared
+            balanced=balanced_allocation(
+                np.array([cpu]),
+                np.array([memory]),
+                np.array([used_cpu]),
+                np.array([used_memory]),
+                prepared.requested_cpu,
+                prepared.requested_memory,
             )[0].item()
             if resources
             else 0,
@@ -264,10 +242,17 @@ class _KubeScore(Tier[Prepared]):
                 name: _column(view, name)[at]
                 for name in ("nonzero_cpu", "nonzero_memory", "requested_cpu", "requested_memory")
             }
-            least = _least_score(
+            least = least_allocated(
                 cpu, memory, used["nonzero_cpu"] + prepared.cpu, used["nonzero_memory"] + prepared.memory
             )
-            balanced = _balanced_score(cpu, memory, used["requested_cpu"], used["requested_memory"], prepared)
+            balanced = balanced_allocation(
+                cpu,
+                memory,
+                used["requested_cpu"],
+                used["requested_memory"],
+                prepared.requested_cpu,
+                prepared.requested_memory,
+            )
         else:
             least = balanced = np.zeros(count, np.int64)
         spread = []
@@ -386,47 +371,6 @@ def _ignored(node: Node, soft: Soft | None) -> bool:
     )
 
 
-def _least_score(
-    cpu: np.ndarray, memory: np.ndarray, want_cpu: np.ndarray, want_memory: np.ndarray
-) -> np.ndarray:
-    """kube's leastResourceScorer over cpu and memory, weight 1 each (a resource a node has none of
-    is left out)."""
-    total = np.zeros(len(cpu), np.int64)
-    weights = np.zeros(len(cpu), np.int64)
-    for allocatable, requested in ((cpu, want_cpu), (memory, want_memory)):
-        has = allocatable > 0
-        safe = np.where(has, allocatable, 1)
-        score = np.where(requested > allocatable, 0, ((allocatable - requested) * MAX) // safe)
-        total += np.where(has, score, 0)
-        weights += has
-    return np.where(weights > 0, total // np.maximum(weights, 1), 0)
-
-
-def _balanced_score(
-    cpu: np.ndarray, memory: np.ndarray, used_cpu: np.ndarray, used_memory: np.ndarray, prepared: Prepared
-) -> np.ndarray:
-    """kube's balancedResourceScorer over cpu and memory (skipped for a best-effort pod: 0)."""
-    if prepared.best_effort:
-        return np.zeros(len(cpu), np.int64)
-    with_pod = _balance_array(
-        cpu, memory, used_cpu + prepared.requested_cpu, used_memory + prepared.requested_memory
-    )
-    without = _balance_array(cpu, memory, used_cpu, used_memory)
-    half = MAX // 2
-    delta = half + with_pod - without
-    return half + np.where(delta >= 0, delta // 2, -((-delta) // 2))
-
-
-def _balance_array(
-    cpu: np.ndarray, memory: np.ndarray, want_cpu: np.ndarray, want_memory: np.ndarray
-) -> np.ndarray:
-    f_cpu = np.minimum(want_cpu / np.where(cpu > 0, cpu, 1), 1.0)
-    f_memory = np.minimum(want_memory / np.where(memory > 0, memory, 1), 1.0)
-    both = (cpu > 0) & (memory > 0)
-    std = np.where(both, np.abs((f_cpu - f_memory) / 2), 0.0)
-    return ((1 - std) * MAX).astype(np.int64)
-
-
 def _round(values: np.ndarray) -> np.ndarray:
     """Go's math.Round for the non-negative spreading scores: half away from zero."""
     down = np.floor(values)
@@ -437,9 +381,9 @@ def _default_normalise(raw: np.ndarray, reverse: bool) -> np.ndarray:
     """kube's helper.DefaultNormalizeScore(MaxNodeScore, reverse)."""
     top = int(raw.max()) if len(raw) else 0
     if top == 0:  # every raw is 0
-        return np.full(len(raw), MAX if reverse else 0, np.int64)
-    scaled = MAX * raw // top
-    return MAX - scaled if reverse else scaled
+        return np.full(len(raw), MAX_NODE_SCORE if reverse else 0, np.int64)
+    scaled = MAX_NODE_SCORE * raw // top
+    return MAX_NODE_SCORE - scaled if reverse else scaled
 
 
 def _totals(
@@ -463,7 +407,7 @@ def _totals(
     if prepared.topology and count:
         low, high = int(inter_pod.min()), int(inter_pod.max())
         if high > low:
-            scaled = (float(MAX) * ((inter_pod - low) / float(high - low))).astype(np.int64)
+            scaled = (float(MAX_NODE_SCORE) * ((inter_pod - low) / float(high - low))).astype(np.int64)
             total += WEIGHTS["inter_pod"] * scaled
     if prepared.resources:
         total += WEIGHTS["least"] * least
@@ -479,7 +423,11 @@ def _totals(
         rounded = _round(score)
         if live.any():
             low, high = int(rounded[live].min()), int(rounded[live].max())
-            normalised = np.full(count, MAX, np.int64) if high == 0 else MAX * (high + low - rounded) // high
+            normalised = (
+                np.full(count, MAX_NODE_SCORE, np.int64)
+                if high == 0
+                else MAX_NODE_SCORE * (high + low - rounded) // high
+            )
             total += WEIGHTS["spread"] * np.where(live, normalised, 0)
     return total
 
