@@ -35,7 +35,10 @@ Integer arithmetic is kube's (int64, truncating); the spreading score is rounded
 
 `value` (the rule) gives each node's raw values; `normalise` turns the raws of the candidates into
 totals. `values` (the fast path) gathers the same raws as arrays from the view's indexes and columns
-and normalises them with the same function.
+and normalises them with the same function. The raw values of TaintToleration, NodeAffinity and the
+resource plugins are their own modules' functions, the same on both paths (taint_toleration,
+node_affinity, node_resources); those of InterPodAffinity and PodTopologySpread are read here from
+what interpod and spread prepare.
 """
 
 from __future__ import annotations
