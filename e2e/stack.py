@@ -64,16 +64,16 @@ def http_status(url: str, context: Any = None) -> int:
         return 0
 
 
-def until(what: str, check: Any, timeout: float = 90) -> Any:
-    """check()'s first true answer, asked every half second; an AssertionError naming `what` and the
-    last answer when none came within `timeout` seconds."""
+def until(what: str, check: Any, timeout: float = 90, *, every: float = 0.5) -> Any:
+    """check()'s first true answer, asked every `every` seconds (half a second unless told); an
+    AssertionError naming `what` and the last answer when none came within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         last = check()
         if last:
             return last
-        time.sleep(0.5)
+        time.sleep(every)
     raise AssertionError(f"{what}: not reached in {timeout}s (last: {last})")
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 from conftest import pod
+from stack import until
 from test_policies_e2e import policy, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,13 +106,12 @@ def test_one_per_host_over_an_app_two_per_node_shows_in_the_what_if_then_in_the_
 
     cluster.apply(spread)
     wait_ready(cluster, namespace, "spread")
-    deadline = time.monotonic() + 60
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def violating_two() -> dict[str, Any] | None:
         status = cluster.get("placementpolicy", "spread", namespace).get("status", {})
-        if status.get("violatingPods") == 2:
-            break
-        time.sleep(0.5)
+        return status if status.get("violatingPods") == 2 else None
+
+    status = until("the policy's status counting 2 violating pods", violating_two, timeout=60)
     assert status.get("governedPods") == 4 and status.get("violatingPods") == 2, status
     printed = cluster.kubectl("get", "ppol", "spread", "-n", namespace).stdout.splitlines()
     assert printed[0].split()[:4] == ["NAME", "TYPE", "READY", "VIOLATING"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 from controlplane import ControlPlane
-from stack import Stack
+from stack import Stack, running, until
 
 KUBE = "default-scheduler"
 BERTH = "berth-scheduler"
@@ -33,16 +32,9 @@ ZONE = "topology.kubernetes.io/zone"
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    cp = ControlPlane()
-    cp.start()
-    stack = Stack(cp)
-    try:
-        stack.start()
-        cp.start_scheduler(ControlPlane.scheduler_config(KUBE), name="kube-default-scheduler")
+    with running() as stack:
+        stack.cp.start_scheduler(ControlPlane.scheduler_config(KUBE), name="kube-default-scheduler")
         yield stack
-    finally:
-        stack.stop()
-        cp.stop()
 
 
 def _nodes(stack: Stack, shapes: list[tuple[str, str, str, dict[str, str]]], taints: dict[str, str]) -> None:
@@ -90,16 +82,18 @@ def _place(stack: Stack, ns: str, scheduler: str, case: dict[str, Any]) -> dict[
 
 
 def _wait(cp: ControlPlane, ns: str, name: str, timeout: float = 20) -> str | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def outcome() -> tuple[str | None] | None:
+        """(its node,) once placed, (None,) once refused; None while neither."""
         pod = cp.kubectl_json("get", "pod", "-n", ns, name)
         if pod["spec"].get("nodeName"):
-            return pod["spec"]["nodeName"]
+            return (pod["spec"]["nodeName"],)
         scheduled = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"]
         if scheduled and scheduled[0]["status"] == "False":
-            return None
-        time.sleep(0.1)
-    raise AssertionError(f"{ns}/{name} neither placed nor refused after {timeout}s")
+            return (None,)
+        return None
+
+    (node,) = until(f"{ns}/{name} placed or refused", outcome, timeout, every=0.1)
+    return node
 
 
 def _clear(stack: Stack, ns: str) -> None:

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 from conftest import pod
+from stack import until
 from test_policies_e2e import policy, wait_ready
 
 WAIT_PAST_RESERVATION = 45  # seconds; the extender's default reservation time is 30 s
@@ -56,18 +57,22 @@ def test_a_second_wave_after_the_reservation_time_sees_the_pending_pods_of_the_f
         *(pod(n, namespace, labels=labels) for n in wave2 if n.startswith("a-")),
         *(pod(n, namespace, **solo) for n in wave2 if n.startswith("s-")),
     )
-    deadline = time.monotonic() + 120
-    refused: dict[str, dict] = {}
-    while time.monotonic() < deadline:
+
+    def settled() -> dict[str, dict] | None:
+        """The two pods left waiting, each with its FailedScheduling event, once every other is placed."""
         placed = _placed(cluster, namespace)
         waiting = [n for n, node in placed.items() if not node]
-        for name in waiting:
-            for event in cluster.events(namespace, name):
-                if event["reason"] == "FailedScheduling":
-                    refused[name] = event
-        if sum(1 for n in placed if placed[n]) >= 2 * nodes and len(refused) >= len(waiting) == 2:
-            break
-        time.sleep(1)
+        if len(placed) - len(waiting) < 2 * nodes or len(waiting) != 2:
+            return None
+        refused = {
+            name: event
+            for name in waiting
+            for event in cluster.events(namespace, name)
+            if event["reason"] == "FailedScheduling"
+        }
+        return refused if len(refused) == 2 else None
+
+    refused = until("every pod placed but two, those two refused", settled, timeout=120, every=1)
     placed = _placed(cluster, namespace)
     for group in ("a-", "s-"):
         mine = {n: node for n, node in placed.items() if n.startswith(group) and node}

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from conftest import pod
+from stack import until
 
 
 def policy(name: str, namespace: str, tree: dict, selector: dict | None = None) -> dict:
@@ -21,15 +20,14 @@ def policy(name: str, namespace: str, tree: dict, selector: dict | None = None) 
 
 
 def wait_ready(cluster, namespace: str, name: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    obj: dict = {}
-    while time.monotonic() < deadline:
+    """The policy once it has a Ready condition (True or not)."""
+
+    def with_ready() -> dict | None:
         obj = cluster.get("placementpolicy", name, namespace)
-        conditions = {c["type"]: c for c in obj.get("status", {}).get("conditions", [])}
-        if "Ready" in conditions:
-            return obj
-        time.sleep(0.5)
-    raise AssertionError(f"no Ready condition: {obj}")
+        conditions = obj.get("status", {}).get("conditions", [])
+        return obj if any(c["type"] == "Ready" for c in conditions) else None
+
+    return until(f"a Ready condition on PlacementPolicy {namespace}/{name}", with_ready, timeout)
 
 
 def test_a_policy_becomes_ready_with_its_generation_and_governed_pods(cluster, namespace):

@@ -12,7 +12,6 @@ the same pods placed by kube-scheduler and by berth-scheduler on the same nodes,
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from controlplane import ControlPlane
-from stack import Stack
+from stack import Stack, until
 
 KUBE, BERTH = "default-scheduler", "berth-scheduler"
 KUBE_PACKING, BERTH_PACKING = "kube-most-allocated", "berth-packing"
@@ -120,13 +119,12 @@ def _place(stack: Stack, ns: str, running: list[dict], new: list[dict]) -> dict[
 
 
 def _wait(cp: ControlPlane, ns: str, name: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        node = cp.kubectl_json("get", "pod", "-n", ns, name)["spec"].get("nodeName")
-        if node:
-            return node
-        time.sleep(0.1)
-    raise AssertionError(f"{ns}/{name} not placed after {timeout}s")
+    return until(
+        f"{ns}/{name} placed",
+        lambda: cp.kubectl_json("get", "pod", "-n", ns, name)["spec"].get("nodeName"),
+        timeout,
+        every=0.1,
+    )
 
 
 def _both(stack: Stack, running, new, kube: str = KUBE, berth: str = BERTH) -> tuple[dict, dict]:
