@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from controlplane import ControlPlane
-from stack import Stack
+from stack import Stack, until
 
 NODES = [f"f-{i:03d}" for i in range(150)]
 REPLICAS = 140
@@ -48,23 +48,14 @@ def _holder(cp: ControlPlane) -> str:
     return (lease.get("spec") or {}).get("holderIdentity") or ""
 
 
-def _pods(cp: ControlPlane, ns: str) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in cp.kubectl_json("get", "pods", "-n", ns)["items"]
-        if not p["metadata"].get("deletionTimestamp")
-    ]
-
-
 def test_the_standby_takes_over_mid_burst_with_no_violation(
     pair: tuple[ControlPlane, dict[str, Stack]],
 ) -> None:
     cp, stacks = pair
-    deadline = time.monotonic() + 60
-    while not _holder(cp) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    leader = _holder(cp).split("_", 1)[0]
-    assert leader in stacks, _holder(cp)
+    holder = until("a holder of the berth-scheduler Lease", lambda: _holder(cp), timeout=60)
+    leader = holder.split("_", 1)[0]
+    assert leader in stacks, holder
+    pods = next(iter(stacks.values())).pods  # the API server's pods, whichever stack asks
     ns = "failover"
     cp.kubectl("create", "namespace", ns)
     policy = {
@@ -98,22 +89,21 @@ def test_the_standby_takes_over_mid_burst_with_no_violation(
     # Mid-burst: once a few replicas are bound, the leading scheduler and its berth die together.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if sum(1 for p in _pods(cp, ns) if p["spec"].get("nodeName")) >= 5:
+        if sum(1 for p in pods(ns) if p["spec"].get("nodeName")) >= 5:
             break
         time.sleep(0.02)
     cp.kill(f"berth-scheduler-{leader}")
     stacks[leader].extender.kill()
-    before = sum(1 for p in _pods(cp, ns) if p["spec"].get("nodeName"))
+    before = sum(1 for p in pods(ns) if p["spec"].get("nodeName"))
     assert before < REPLICAS, "the burst ended before the leader was killed"
     standby = next(name for name in stacks if name != leader)
-    deadline = time.monotonic() + 120
-    placed: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        pods = _pods(cp, ns)
-        placed = [p for p in pods if p["spec"].get("nodeName")]
-        if len(pods) == REPLICAS and len(placed) == REPLICAS:
-            break
-        time.sleep(0.5)
+
+    def all_placed() -> list[dict[str, Any]] | None:
+        current = pods(ns)
+        placed = [p for p in current if p["spec"].get("nodeName")]
+        return placed if len(current) == REPLICAS and len(placed) == REPLICAS else None
+
+    placed = until(f"all {REPLICAS} replicas placed", all_placed, timeout=120)
     assert len(placed) == REPLICAS, f"{len(placed)} of {REPLICAS} placed"
     per_node = Counter(p["spec"]["nodeName"] for p in placed)
     assert max(per_node.values()) == 1, per_node  # ONE_PER_HOST held through the failover
