@@ -287,13 +287,18 @@ VERSIONS = {"v1.36": None, "v1.38": "v1.38"}
 
 @contextlib.contextmanager
 def running(
-    kubernetes: str | None = None, *, controllers: bool = False, operator: bool = True
+    kubernetes: str | None = None,
+    *,
+    controllers: bool = False,
+    operator: bool = True,
+    serve_args: tuple[str, ...] = (),
 ) -> Iterator[Stack]:
     """A control plane of the release (kube-controller-manager with `controllers`) and berth's stack on
-    it, stopped afterwards whatever happens: the body of a module's `stack` fixture."""
+    it (`serve_args` added to berth serve's), stopped afterwards whatever happens: the body of a
+    module's `stack` fixture."""
     cp = ControlPlane(kubernetes=kubernetes)
     cp.start()
-    stack = Stack(cp)
+    stack = Stack(cp, serve_args=serve_args)
     try:
         if controllers:
             cp.start_controllers()

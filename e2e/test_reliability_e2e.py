@@ -11,15 +11,13 @@ reservation time, and the pods, which no kubelet ever starts, stay Pending far b
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from controlplane import ControlPlane
-from stack import Stack
+from stack import Stack, running, until
 
 NODES = [f"r-{i:03d}" for i in range(100)]
 RESERVATION_SECONDS = 2
@@ -27,22 +25,10 @@ RESERVATION_SECONDS = 2
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    cp = ControlPlane()
-    cp.start()
-    stack = Stack(cp, serve_args=("--reservation-seconds", str(RESERVATION_SECONDS)))
-    try:
-        stack.start()
-        cp.create_nodes(NODES)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with urllib.request.urlopen(f"{stack.url}/metrics", timeout=2) as r:
-                if f"berth_cache_nodes {float(len(NODES))}" in r.read().decode():
-                    break
-            time.sleep(0.3)
+    with running(serve_args=("--reservation-seconds", str(RESERVATION_SECONDS))) as stack:
+        stack.cp.create_nodes(NODES)
+        stack.wait_nodes(len(NODES))
         yield stack
-    finally:
-        stack.stop()
-        cp.stop()
 
 
 _count = 0
@@ -57,22 +43,12 @@ def ns(stack: Stack) -> str:
     return name
 
 
-def _pods(stack: Stack, ns: str) -> list[dict]:
-    return stack.cp.kubectl_json("get", "pods", "-n", ns)["items"]
-
-
 def _events(stack: Stack, ns: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for e in stack.cp.kubectl_json("get", "events", "-n", ns)["items"]:
         if e.get("reason") in ("FailedScheduling", "FailedPlacement", "InvalidPlacementSpec"):
             out.setdefault(e["involvedObject"]["name"], []).append(e.get("message", ""))
     return out
-
-
-def _apply(stack: Stack, objects: list[dict]) -> None:
-    stack.cp.kubectl(
-        "apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects})
-    )
 
 
 def _pod(name: str, ns: str, *, labels=None, annotations=None) -> dict:
@@ -97,7 +73,7 @@ def _settle(stack: Stack, ns: str, expected_placed: int, timeout: float = 180) -
     """Wait until `expected_placed` pods are placed and every other pod has a refusal event."""
     deadline = time.monotonic() + timeout
     while True:
-        pods = _pods(stack, ns)
+        pods = stack.pods(ns)
         placed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")}
         events = _events(stack, ns)
         waiting = [p["metadata"]["name"] for p in pods if p["metadata"]["name"] not in placed]
@@ -110,23 +86,19 @@ def _settle(stack: Stack, ns: str, expected_placed: int, timeout: float = 180) -
 
 
 def _wait_policy_ready(stack: Stack, ns: str, name: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         obj = stack.cp.kubectl_json("get", "placementpolicy", name, "-n", ns)
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in obj.get("status", {}).get("conditions", [])
-        ):
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"policy {ns}/{name} never Ready")
+        conditions = obj.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    until(f"policy {ns}/{name} Ready", ready, timeout, every=0.3)
 
 
 def test_100_pods_at_once_under_one_per_host_on_100_nodes_land_one_per_node(stack, ns):
     labels = {"app.kubernetes.io/name": "burst", "app.kubernetes.io/version": "1"}
-    _apply(stack, [_policy("one", ns, {"type": "ONE_PER_HOST"}, "burst")])
+    stack.apply(_policy("one", ns, {"type": "ONE_PER_HOST"}, "burst"))
     _wait_policy_ready(stack, ns, "one")
-    _apply(stack, [_pod(f"p{i:03d}", ns, labels=labels) for i in range(101)])
+    stack.apply(*(_pod(f"p{i:03d}", ns, labels=labels) for i in range(101)))
     placed, refused = _settle(stack, ns, 100)
     assert max(Counter(placed.values()).values()) == 1
     assert sorted(placed.values()) == NODES
@@ -137,12 +109,12 @@ def test_a_burst_in_waves_longer_than_the_reservation_time_keeps_one_per_host(st
     # 101 pods in 8 waves over about 10 s (5 reservation times): pods of the first waves stay Pending
     # on their nodes the whole time and must keep counting there for the later waves.
     labels = {"app.kubernetes.io/name": "waves", "app.kubernetes.io/version": "1"}
-    _apply(stack, [_policy("one", ns, {"type": "ONE_PER_HOST"}, "waves")])
+    stack.apply(_policy("one", ns, {"type": "ONE_PER_HOST"}, "waves"))
     _wait_policy_ready(stack, ns, "one")
     started = time.monotonic()
     names = [f"w{i:03d}" for i in range(101)]
     for wave in range(8):
-        _apply(stack, [_pod(n, ns, labels=labels) for n in names[wave * 13 : (wave + 1) * 13]])
+        stack.apply(*(_pod(n, ns, labels=labels) for n in names[wave * 13 : (wave + 1) * 13]))
         time.sleep(1.25)
     assert time.monotonic() - started > 5 * RESERVATION_SECONDS
     placed, refused = _settle(stack, ns, 100)
@@ -151,33 +123,33 @@ def test_a_burst_in_waves_longer_than_the_reservation_time_keeps_one_per_host(st
     assert sorted(placed.values()) == NODES
     assert len(refused) == 1 and any("ONE_PER_HOST" in m for m in next(iter(refused.values())))
     late = _pod("late", ns, labels=labels)
-    _apply(stack, [late])
+    stack.apply(late)
     _, refused = _settle(stack, ns, 100)
     assert any("ONE_PER_HOST" in m for m in refused["late"])
-    assert len({p["spec"].get("nodeName") for p in _pods(stack, ns) if p["spec"].get("nodeName")}) == 100
+    assert len({p["spec"].get("nodeName") for p in stack.pods(ns) if p["spec"].get("nodeName")}) == 100
 
 
 def test_100_pods_at_once_under_require_without_tag_never_share_a_node(stack, ns):
     annotations = {"berth.dev/tags": '["solo"]', "berth.dev/affinity": '{"require_without_tag": ["solo"]}'}
-    _apply(stack, [_pod(f"s{i:03d}", ns, annotations=annotations) for i in range(100)])
+    stack.apply(*(_pod(f"s{i:03d}", ns, annotations=annotations) for i in range(100)))
     placed, _ = _settle(stack, ns, 100)
     assert max(Counter(placed.values()).values()) == 1
 
 
 def test_250_pods_at_once_under_max_3_per_host_never_exceed_3(stack, ns):
     labels = {"app.kubernetes.io/name": "packed", "app.kubernetes.io/version": "2"}
-    _apply(stack, [_policy("three", ns, {"type": "MAX_N_PER_HOST", "max": 3}, "packed")])
+    stack.apply(_policy("three", ns, {"type": "MAX_N_PER_HOST", "max": 3}, "packed"))
     _wait_policy_ready(stack, ns, "three")
-    _apply(stack, [_pod(f"m{i:03d}", ns, labels=labels) for i in range(250)])
+    stack.apply(*(_pod(f"m{i:03d}", ns, labels=labels) for i in range(250)))
     placed, _ = _settle(stack, ns, 250)
     assert max(Counter(placed.values()).values()) <= 3
 
 
 def _burst_with(stack: Stack, ns: str, crash: Callable[[], None], pods: int = 100) -> dict[str, str]:
     labels = {"app.kubernetes.io/name": "crash", "app.kubernetes.io/version": "1"}
-    _apply(stack, [_policy("one", ns, {"type": "ONE_PER_HOST"}, "crash")])
+    stack.apply(_policy("one", ns, {"type": "ONE_PER_HOST"}, "crash"))
     _wait_policy_ready(stack, ns, "one")
-    _apply(stack, [_pod(f"c{i:03d}", ns, labels=labels) for i in range(pods)])
+    stack.apply(*(_pod(f"c{i:03d}", ns, labels=labels) for i in range(pods)))
     crash()  # at once: the scheduler is working through the burst
     placed, _ = _settle(stack, ns, pods, timeout=240)
     assert max(Counter(placed.values()).values()) == 1, "ONE_PER_HOST broken after the crash"
@@ -224,15 +196,12 @@ def test_an_api_server_and_etcd_killed_mid_burst_the_cache_is_unready_then_resyn
     assert len(placed) == 100
     # Pods are placed only while the cache is synced; it stays so (a watch restarted after the outage
     # may make it unready for a moment: it must be back within seconds).
-    deadline = time.monotonic() + 20
-    while stack.ready_status() != 200 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert stack.ready_status() == 200, stack.readyz()
+    until("/readyz 200 again", lambda: stack.ready_status() == 200, timeout=20)
 
 
 def test_an_operator_killed_mid_reconcile_resumes_and_every_policy_gets_its_status(stack, ns):
     policies = [_policy(f"p{i}", ns, {"type": "MAX_N_PER_HOST", "max": i + 1}, f"app{i}") for i in range(10)]
-    _apply(stack, policies)
+    stack.apply(*policies)
     stack.operator.kill()
     time.sleep(1)
     stack.operator.start()
@@ -250,7 +219,7 @@ def test_the_scheduler_reaches_an_https_extender_only_with_a_certificate_it_trus
         stack.cp.start_scheduler(secure.scheduler_config(), name="berth-tls")
         pod = _pod("over-tls", ns)
         pod["spec"]["schedulerName"] = "berth-tls"
-        _apply(stack, [pod])
+        stack.apply(pod)
         placed, _ = _settle(stack, ns, 1)
         assert placed["over-tls"] in NODES
 
@@ -263,7 +232,7 @@ def test_the_scheduler_reaches_an_https_extender_only_with_a_certificate_it_trus
         stack.cp.start_scheduler(yaml.safe_dump(wrong), name="berth-tls-wrong-ca")
         untrusted = _pod("untrusted", ns)
         untrusted["spec"]["schedulerName"] = "berth-tls-wrong-ca"
-        _apply(stack, [untrusted])
+        stack.apply(untrusted)
         _, refused = _settle(stack, ns, 1)
         assert any("certificate" in m for m in refused["untrusted"])
     finally:
@@ -291,7 +260,7 @@ def test_two_operator_replicas_one_active_and_the_other_takes_over_when_it_dies(
         replica.start()
         replicas.append(replica)
     try:
-        _apply(stack, [_policy("first", ns, {"type": "ANY"}, "a")])
+        stack.apply(_policy("first", ns, {"type": "ANY"}, "a"))
         _wait_policy_ready(stack, ns, "first")
 
         def last_peering_line(replica) -> str:
@@ -306,7 +275,7 @@ def test_two_operator_replicas_one_active_and_the_other_takes_over_when_it_dies(
         assert "Resuming" in last_peering_line(replicas[0])
         assert "Resuming" not in last_peering_line(replicas[1])
         replicas[0].kill()  # the active one
-        _apply(stack, [_policy("second", ns, {"type": "ANY"}, "b")])
+        stack.apply(_policy("second", ns, {"type": "ANY"}, "b"))
         # handled by the replica that took over once the dead one's peering record lapsed (60 s)
         _wait_policy_ready(stack, ns, "second", timeout=150)
         assert "Resuming operations" in last_peering_line(replicas[1])
