@@ -232,9 +232,10 @@ class Stack:
     def apply(self, *objects: dict[str, Any]) -> None:
         self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
 
-    def pods(self, namespace: str) -> list[dict[str, Any]]:
-        """The namespace's pods that are not being deleted."""
-        items = self.cp.kubectl_json("get", "pods", "-n", namespace)["items"]
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        """The namespace's pods that are not being deleted (those matching a label `selector` if given)."""
+        chosen = ["-l", selector] if selector else []
+        items = self.cp.kubectl_json("get", "pods", "-n", namespace, *chosen)["items"]
         return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
     def berth(self, *args: str) -> tuple[int, dict[str, Any]]:

@@ -21,10 +21,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 from conftest import render_chart
 from controlplane import ControlPlane
-from stack import Stack, until
+from stack import Stack, ready, until, with_kwok_nodes
 
 NODES = [f"w-{i}" for i in range(4)]
 APP = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
@@ -32,33 +31,9 @@ APP = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    cp = ControlPlane()
-    cp.start()
-    stack = Stack(cp)
-    try:
-        cp.start_controllers()
-        stack.start()
-        cp.start_scheduler(ControlPlane.scheduler_config(), name="default-scheduler")
-        for name in NODES:
-            cp.create_node(name, cpu="4", memory="16Gi", kwok=True)
-        stack.wait_nodes(len(NODES))
+    with with_kwok_nodes({name: {} for name in NODES}) as stack:
+        stack.cp.start_scheduler(ControlPlane.scheduler_config(), name="default-scheduler")
         yield stack
-    finally:
-        stack.stop()
-        cp.stop()
-
-
-def _apply(stack: Stack, *objects: dict[str, Any]) -> None:
-    stack.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
-
-
-def _pods(stack: Stack, ns: str, selector: str) -> list[dict[str, Any]]:
-    return stack.cp.kubectl_json("get", "pods", "-n", ns, "-l", selector)["items"]
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _template(labels: dict[str, str]) -> dict[str, Any]:
@@ -102,19 +77,17 @@ def test_a_deployments_and_a_statefulsets_replicas_are_placed_by_berth_and_run(s
             "template": _template({"app": "db"}),
         },
     }
-    _apply(stack, deployment, statefulset)
+    stack.apply(deployment, statefulset)
     for selector, count in (("app=web", 6), ("app=db", 3)):
         pods = until(
             f"{count} Ready pods of {selector}",
-            lambda s=selector, c=count: (
-                (p := _pods(stack, ns, s)) and len(p) == c and all(map(_ready, p)) and p
-            ),
+            lambda s=selector, c=count: (p := stack.pods(ns, s)) and len(p) == c and all(map(ready, p)) and p,
         )
         assert all(p["spec"]["nodeName"] in NODES for p in pods)
         # berth placed them: its placement record rides on every pod it bound.
         assert all("berth.dev/placement" in p["metadata"].get("annotations", {}) for p in pods)
     # kube's default spreading, inside berth's decision: the replicas of one ReplicaSet spread.
-    spread = Counter(p["spec"]["nodeName"] for p in _pods(stack, ns, "app=web"))
+    spread = Counter(p["spec"]["nodeName"] for p in stack.pods(ns, "app=web"))
     assert max(spread.values()) - min(spread.get(n, 0) for n in NODES) <= 1
 
 
@@ -140,23 +113,19 @@ def test_a_rolling_update_runs_to_the_end_under_one_per_host(stack: Stack) -> No
             "template": _template(APP),
         },
     }
-    _apply(stack, policy)
+    stack.apply(policy)
     until("the policy Ready", lambda: _policy_ready(stack, ns))
-    _apply(stack, deployment)
+    stack.apply(deployment)
     selector = "app.kubernetes.io/name=web"
-    until("3 Ready replicas", lambda: len([p for p in _pods(stack, ns, selector) if _ready(p)]) == 3)
+    until("3 Ready replicas", lambda: len([p for p in stack.pods(ns, selector) if ready(p)]) == 3)
     # The update: a new image; the pods keep the app's name and version, so ONE_PER_HOST counts old and
     # new pods together and the surge pod must find the one free node.
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/web:2"
-    _apply(stack, deployment)
+    stack.apply(deployment)
     seen_together = 0
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        pods = [
-            p
-            for p in _pods(stack, ns, selector)
-            if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
-        ]
+        pods = [p for p in stack.pods(ns, selector) if p["spec"].get("nodeName")]
         per_node = Counter(p["spec"]["nodeName"] for p in pods)
         seen_together = max(seen_together, max(per_node.values(), default=0))
         status = stack.cp.kubectl_json("get", "deployment", "web", "-n", ns)["status"]
@@ -199,7 +168,7 @@ def test_a_pod_disruption_budget_gets_its_status(stack: Stack) -> None:
         "metadata": {"name": "api", "namespace": ns},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "api"}}},
     }
-    _apply(stack, deployment, budget)
+    stack.apply(deployment, budget)
 
     def allowed() -> Any:
         status = stack.cp.kubectl_json("get", "pdb", "api", "-n", ns).get("status", {})
@@ -269,7 +238,7 @@ def test_with_the_operator_gone_deleting_the_crd_finishes(stack: Stack) -> None:
         "metadata": {"name": "one-per-host", "namespace": ns},
         "spec": {"selector": {"matchLabels": {"app": "x"}}, "policy": {"type": "ONE_PER_HOST"}},
     }
-    _apply(stack, policy)
+    stack.apply(policy)
     until("the policy Ready", lambda: _policy_ready(stack, ns))
     policies = stack.cp.kubectl_json("get", "placementpolicies", "-A")["items"]
     assert len(policies) >= 2  # this one and the rolling update's
