@@ -31,7 +31,7 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
                 "metadata": {"name": name},
                 "value": value,
             }
-            stack.cp.kubectl("apply", "-f", "-", input=json.dumps(priority_class))
+            stack.apply(priority_class)
         yield stack
 
 
@@ -87,11 +87,6 @@ def _pod(
     }
 
 
-def _apply(stack: Stack, *objects: dict[str, Any]) -> None:
-    for obj in objects:
-        stack.cp.kubectl("apply", "-f", "-", input=json.dumps(obj))
-
-
 def _names(stack: Stack, ns: str) -> dict[str, str]:
     """Pod name -> its node ("" while pending), pods being deleted left out."""
     pods = stack.cp.kubectl_json("get", "pods", "-n", ns)["items"]
@@ -115,13 +110,12 @@ NO_BATCH = {"require_without_tag": ["batch"]}
 def test_a_lower_priority_pod_with_the_excluded_tag_is_evicted_with_kubes_victim(stack: Stack) -> None:
     ns = _case(stack, ["a"])
     node = f"a-{_cases}"
-    _apply(
-        stack,
+    stack.apply(
         _pod("filler", ns, priority=LOW, cpu="1500m", node=node),
         _pod("batch", ns, priority=LOW, cpu="100m", node=node, tags=["batch"]),
     )
     until("the running pods", lambda: _running(stack, ns, "filler") and _running(stack, ns, "batch"))
-    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
+    stack.apply(_pod("urgent", ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
     placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
     assert placed == {"urgent": node}
 
@@ -131,14 +125,13 @@ def test_the_filler_of_a_node_berth_refuses_survives_and_the_other_node_is_preem
     evicted), on the other a low-priority filler only. Only the second filler goes."""
     ns = _case(stack, ["kept", "freed"])
     kept, freed = f"kept-{_cases}", f"freed-{_cases}"
-    _apply(
-        stack,
+    stack.apply(
         _pod("keeper", ns, priority=LOW, cpu="1500m", node=kept),
         _pod("guard", ns, priority=HIGH, cpu="100m", node=kept, tags=["batch"]),
         _pod("filler", ns, priority=LOW, cpu="1500m", node=freed),
     )
     until("the running pods", lambda: all(_running(stack, ns, n) for n in ("keeper", "guard", "filler")))
-    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
+    stack.apply(_pod("urgent", ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
     placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
     assert placed["urgent"] == freed
     assert placed.get("keeper") == kept and placed.get("guard") == kept  # no eviction for nothing
@@ -149,12 +142,12 @@ def test_no_eviction_loop_a_pod_evicted_for_a_preemptor_does_not_preempt_back(st
     ns = _case(stack, ["a"])
     node = f"a-{_cases}"
     web = {"app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.0"}
-    _apply(stack, _pod("filler", ns, priority=LOW, cpu="1500m", node=node, labels=web))
+    stack.apply(_pod("filler", ns, priority=LOW, cpu="1500m", node=node, labels=web))
     until("the filler runs", lambda: _running(stack, ns, "filler"))
-    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1500m"))
+    stack.apply(_pod("urgent", ns, priority=HIGH, cpu="1500m"))
     until("urgent placed", lambda: _names(stack, ns).get("urgent") == node)
     # The filler comes back (as its controller would make it again): lower priority, it waits.
-    _apply(stack, _pod("filler-again", ns, priority=LOW, cpu="1500m", labels=web))
+    stack.apply(_pod("filler-again", ns, priority=LOW, cpu="1500m", labels=web))
     time.sleep(5)
     names = _names(stack, ns)
     assert names.get("urgent") == node and names.get("filler-again") == ""
@@ -175,10 +168,10 @@ def test_a_block_only_berth_sees_is_preempted_for_from_v1_38_and_named_before(st
             "policy": {"type": "ONE_PER_HOST"},
         },
     }
-    _apply(stack, policy, _pod("old", ns, priority=LOW, cpu="100m", node=node, labels=web))
+    stack.apply(policy, _pod("old", ns, priority=LOW, cpu="100m", node=node, labels=web))
     until("the old pod runs", lambda: _running(stack, ns, "old"))
     time.sleep(2)  # the policy in berth's view
-    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="100m", labels=web))
+    stack.apply(_pod("urgent", ns, priority=HIGH, cpu="100m", labels=web))
     version = stack.cp.versions().get("kube-scheduler", "")
     if "v1.38" in version:
         placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
@@ -200,8 +193,7 @@ def _messages(stack: Stack, ns: str, pod: str) -> list[str]:
 def test_a_candidate_whose_victims_break_a_budget_loses_to_one_whose_victims_do_not(stack: Stack) -> None:
     ns = _case(stack, ["guarded", "free"])
     guarded, free = f"guarded-{_cases}", f"free-{_cases}"
-    _apply(
-        stack,
+    stack.apply(
         _pod("protected", ns, priority=LOW, cpu="1500m", node=guarded, labels={"tier": "protected"}),
         _pod("filler", ns, priority=LOW, cpu="1500m", node=free),
         {
@@ -219,7 +211,7 @@ def test_a_candidate_whose_victims_break_a_budget_loses_to_one_whose_victims_do_
 
     until("the budget's status", budget_counted)
     time.sleep(2)  # the budget in berth's view
-    _apply(stack, _pod("urgent", ns, priority=HIGH, cpu="1"))
+    stack.apply(_pod("urgent", ns, priority=HIGH, cpu="1"))
     placed = until("urgent placed", lambda: (n := _names(stack, ns)).get("urgent") and n)
     assert placed["urgent"] == free and placed.get("protected") == guarded
 
@@ -243,12 +235,12 @@ def test_one_eviction_where_the_pod_berths_rule_needs_gone_also_frees_the_room(s
     # kube's dry run reprieves the pod that started first (MoreImportantPod: same priority, earlier
     # status.startTime), and startTime has one-second resolution: the filler starts a second later,
     # so kube's victim on n2 is the filler and not, by a tie, batch-n2-a.
-    _apply(stack, *low[:-1])
+    stack.apply(*low[:-1])
     until("the running pods", lambda: all(_running(stack, ns, n) for n in names[:-1]))
     time.sleep(1.2)
-    _apply(stack, low[-1])
+    stack.apply(low[-1])
     until("the filler running", lambda: _running(stack, ns, names[-1]))
-    _apply(stack, _pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
+    stack.apply(_pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
     placed = until("web-high placed", lambda: (n := _names(stack, ns)).get("web-high") and n)
     time.sleep(3)  # a second eviction, had there been one, would show by now
     left = _names(stack, ns)
@@ -281,7 +273,7 @@ def test_past_kubes_sample_of_candidates_the_fewest_evictions_still_win(stack: S
         else:
             low.append(_pod(f"batch-b-{node}", ns, priority=LOW, cpu="1800m", node=node, tags=["batch"]))
     names = _all_running(stack, ns, low)
-    _apply(stack, _pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
+    stack.apply(_pod("web-high", ns, priority=HIGH, cpu="1500m", affinity=NO_BATCH))
     placed = until("web-high placed", lambda: (n := _names(stack, ns)).get("web-high") and n, timeout=120)
     time.sleep(3)  # a second eviction, had there been one, would show by now
     gone = sorted(names - set(_names(stack, ns)))
@@ -301,7 +293,7 @@ def test_past_kubes_sample_a_preemptor_that_fits_a_free_node_evicts_nothing(stac
     names = _all_running(stack, ns, low)
     for i in range(12):
         name = f"web-high-{i:02d}"
-        _apply(stack, _pod(name, ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
+        stack.apply(_pod(name, ns, priority=HIGH, cpu="1", affinity=NO_BATCH))
         until(f"{name} placed", lambda n=name: _names(stack, ns).get(n), timeout=60)
     left = _names(stack, ns)
     assert {left[f"web-high-{i:02d}"] for i in range(12)} == free
@@ -328,8 +320,7 @@ def _sampled_case(stack: Stack) -> tuple[str, list[str]]:
 
 def _all_running(stack: Stack, ns: str, pods: list[dict[str, Any]]) -> set[str]:
     """Apply the pods in one request and wait until all run: their names."""
-    listed = {"apiVersion": "v1", "kind": "List", "items": pods}
-    stack.cp.kubectl("apply", "-f", "-", input=json.dumps(listed))
+    stack.apply(*pods)
     names = {p["metadata"]["name"] for p in pods}
 
     def running() -> bool:

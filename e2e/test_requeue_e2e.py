@@ -10,7 +10,6 @@ change fails here rather than for users.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -46,11 +45,6 @@ def _case(stack: Stack, nodes: int) -> tuple[str, list[str]]:
     ns = f"requeue-{_cases}"
     cp.kubectl("create", "namespace", ns)
     return ns, names
-
-
-def _apply(stack: Stack, *objects: dict[str, Any]) -> None:
-    for obj in objects:
-        stack.cp.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
 
 def _pod(name: str, ns: str, *, labels: dict[str, str] | None = None, policy: str | None = None) -> dict:
@@ -109,10 +103,10 @@ def _retried(stack: Stack, ns: str, name: str) -> dict[str, Any] | None:
 
 def test_a_pod_naming_a_policy_created_after_it_is_bound_within_seconds(stack: Stack) -> None:
     ns, _ = _case(stack, 2)
-    _apply(stack, _pod("waits", ns, policy="later"))
+    stack.apply(_pod("waits", ns, policy="later"))
     until("the pod refused", lambda: _unschedulable(stack, ns, "waits"))
     time.sleep(2)  # well inside kube's 5-minute flush: only the retry can bring it back this soon
-    _apply(stack, _policy("later", ns, {"type": "ANY"}))
+    stack.apply(_policy("later", ns, {"type": "ANY"}))
     start = time.monotonic()
     until("the policy Ready", lambda: _ready(stack, ns, "later"))
     node, took = _bound_within(stack, ns, "waits", start)
@@ -126,11 +120,11 @@ def test_a_replica_one_per_host_left_pending_is_bound_within_seconds_of_the_poli
 ) -> None:
     ns, nodes = _case(stack, 2)
     selector = {"matchLabels": {"app.kubernetes.io/name": "web"}}
-    _apply(stack, _policy("spread", ns, {"type": "ONE_PER_HOST"}, selector))
+    stack.apply(_policy("spread", ns, {"type": "ONE_PER_HOST"}, selector))
     until("the policy Ready", lambda: _ready(stack, ns, "spread"))
     time.sleep(2)  # the policy in berth's view
     names = ["web-0", "web-1", "web-2"]
-    _apply(stack, *(_pod(n, ns, labels=WEB) for n in names))
+    stack.apply(*(_pod(n, ns, labels=WEB) for n in names))
     placed = until(
         "two placed, one refused",
         lambda: (
@@ -141,7 +135,7 @@ def test_a_replica_one_per_host_left_pending_is_bound_within_seconds_of_the_poli
     assert placed
     waiting = next(n for n in names if not _get(stack, "pod", n, ns)["spec"].get("nodeName"))
     time.sleep(2)
-    _apply(stack, _policy("spread", ns, {"type": "MAX_N_PER_HOST", "max": 2}, selector))
+    stack.apply(_policy("spread", ns, {"type": "MAX_N_PER_HOST", "max": 2}, selector))
     start = time.monotonic()
     until("the relaxed policy Ready", lambda: _ready(stack, ns, "spread", generation=2))
     node, took = _bound_within(stack, ns, waiting, start)
@@ -156,10 +150,10 @@ def test_a_pod_waiting_for_a_neighbour_to_leave_is_bound_within_seconds_of_its_g
     batch = _pod("batch", ns)
     batch["metadata"]["annotations"] = {"berth.dev/tags": '["batch"]'}
     batch["spec"]["nodeName"] = nodes[0]
-    _apply(stack, batch)
+    stack.apply(batch)
     waits = _pod("web", ns)
     waits["metadata"]["annotations"] = {"berth.dev/affinity": '{"require_without_tag": ["batch"]}'}
-    _apply(stack, waits)
+    stack.apply(waits)
     until("web refused", lambda: _unschedulable(stack, ns, "web"))
     time.sleep(2)
     stack.cp.kubectl("delete", "pod", "batch", "-n", ns, "--grace-period=0", "--force", "--wait=true")

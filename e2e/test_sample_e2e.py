@@ -30,10 +30,6 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         yield stack
 
 
-def _apply(stack: Stack, obj: dict[str, Any]) -> None:
-    stack.cp.kubectl("apply", "-f", "-", input=json.dumps(obj))
-
-
 def _pod(name: str, ns: str, *, annotations: dict[str, str] | None = None, node: str | None = None) -> dict:
     spec: dict[str, Any] = {
         "schedulerName": "berth-scheduler",
@@ -78,7 +74,7 @@ def _with_holder(stack: Stack) -> tuple[str, str]:
     """A new namespace whose one pod tagged db runs on the last node, in berth's view: (namespace, node)."""
     ns = _namespace(stack)
     holder_node = f"n{NODES - 1:03d}"
-    _apply(stack, _pod("db", ns, annotations={"berth.dev/tags": '["db"]'}, node=holder_node))
+    stack.apply(_pod("db", ns, annotations={"berth.dev/tags": '["db"]'}, node=holder_node))
     until(
         "the holder placed",
         lambda: stack.cp.kubectl_json("get", "pod", "db", "-n", ns)["spec"].get("nodeName"),
@@ -96,7 +92,7 @@ def test_a_pod_whose_only_neighbour_is_outside_the_sample_is_handed_over_to_it(s
     names = [f"app-{i:02d}" for i in range(12)]
     placed = {}
     for name in names:
-        _apply(stack, _pod(name, ns, annotations=wants_db))
+        stack.apply(_pod(name, ns, annotations=wants_db))
         placed[name] = until(
             f"{name} bound",
             lambda n=name: stack.cp.kubectl_json("get", "pod", n, "-n", ns)["spec"].get("nodeName"),
@@ -185,7 +181,7 @@ def test_pods_handed_over_together_need_one_hand_over_each(stack: Stack) -> None
 def test_a_plain_pod_is_decided_over_the_sample(stack: Stack) -> None:
     ns = _namespace(stack)
     before = _metric(stack, "decided")
-    _apply(stack, _pod("plain", ns))
+    stack.apply(_pod("plain", ns))
     until(
         "plain bound", lambda: stack.cp.kubectl_json("get", "pod", "plain", "-n", ns)["spec"].get("nodeName")
     )
