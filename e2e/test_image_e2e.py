@@ -29,6 +29,7 @@ import pytest
 import yaml
 from conftest import CHART_NAMESPACE, ROOT, Cluster, chart_args, pod, wait_http
 from controlplane import free_port
+from stack import until
 
 import berth
 
@@ -228,12 +229,13 @@ def stop(proc: subprocess.Popen) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
+
     # the group outlives its leader while the entrypoint winds down: wait until it is gone
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the image's processes (group {proc.pid}) did not stop")
+            return True
+        return False
+
+    until(f"the image's processes (group {proc.pid}) stopped", gone, timeout=10, every=0.1)
