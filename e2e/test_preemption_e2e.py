@@ -89,12 +89,7 @@ def _pod(
 
 def _names(stack: Stack, ns: str) -> dict[str, str]:
     """Pod name -> its node ("" while pending), pods being deleted left out."""
-    pods = stack.cp.kubectl_json("get", "pods", "-n", ns)["items"]
-    return {
-        p["metadata"]["name"]: p["spec"].get("nodeName", "")
-        for p in pods
-        if not p["metadata"].get("deletionTimestamp")
-    }
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in stack.pods(ns)}
 
 
 def _running(stack: Stack, ns: str, name: str) -> bool:
