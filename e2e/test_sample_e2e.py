@@ -121,7 +121,7 @@ def test_a_pod_nominated_on_arrival_is_bound_at_kubes_first_attempt(stack: Stack
     ns, holder_node = _with_holder(stack)
     stack.cp.kill(stack.scheduler_name)
     try:
-        _apply(stack, _pod("early", ns, annotations={"berth.dev/affinity": '{"require_with_tag": ["db"]}'}))
+        stack.apply(_pod("early", ns, annotations={"berth.dev/affinity": '{"require_with_tag": ["db"]}'}))
         nominated = until(
             "berth's nomination",
             lambda: stack.cp.kubectl_json("get", "pod", "early", "-n", ns)["status"].get("nominatedNodeName"),
