@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from berth.engine import Decision, decide
-from berth.pipeline import build_pipeline
+from berth.engine import Decision
 from berth.vocab.alloc.config import AllocatorConfig, parse_config
-from tests.builders import node, pod, to_pod, view
+from tests.builders import node, pod
 
 
 def cn(
@@ -72,19 +71,8 @@ def chain(*members: Any, **data: Any) -> AllocatorConfig:
     return parse_config({"allocationDescription": ["pipe", *members], **data})
 
 
-def place(
-    pod_obj: dict[str, Any],
-    *objects: dict[str, Any],
-    cfg: AllocatorConfig | None = None,
-    seed: int = 0,
-    offline: bool = True,
-) -> Decision:
-    """decide() on the chain of `cfg`; offline=False is the extender's chain (no kube/ steps)."""
-    return decide(to_pod(pod_obj), view(*objects), build_pipeline(cfg, offline=offline), seed=seed)
-
-
-def reasons(decision: Decision) -> dict[str, str]:
-    """Node name -> its reason, for the nodes that have one."""
+def reason_texts(decision: Decision) -> dict[str, str]:
+    """Node name -> its first reason as a user reads it, for the nodes that have one."""
     return {n.name: str(n.reasons[0]) for n in decision.nodes if n.reasons}
 
 

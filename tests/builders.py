@@ -10,6 +10,9 @@ from typing import Any
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
+from berth.engine import Decision, decide
+from berth.pipeline import build_pipeline
+from berth.vocab.alloc.config import AllocatorConfig
 
 
 def node(
@@ -88,6 +91,8 @@ def pod(
 
 
 def view(*objects: dict[str, Any]) -> ClusterView:
+    """The world of a test: a ClusterView of its nodes, pods and PlacementPolicies (through
+    upsert_policy, as the snapshot loader and the live cache put them there)."""
     v = ClusterView()
     for obj in objects:
         if obj["kind"] == "Node":
@@ -95,7 +100,21 @@ def view(*objects: dict[str, Any]) -> ClusterView:
     for obj in objects:
         if obj["kind"] == "Pod":
             v.add_pod(pod_from_k8s(obj))
+        elif obj["kind"] == "PlacementPolicy":
+            v.upsert_policy(obj)
     return v
+
+
+def place(
+    pod_obj: dict[str, Any],
+    *objects: dict[str, Any],
+    cfg: AllocatorConfig | None = None,
+    seed: int = 0,
+    offline: bool = True,
+) -> Decision:
+    """decide() for the pod over view(*objects), on the chain of `cfg` (berth's default without one);
+    offline=False is the extender's chain (no kube/ steps)."""
+    return decide(to_pod(pod_obj), view(*objects), build_pipeline(cfg, offline=offline), seed=seed)
 
 
 def to_pod(obj: dict[str, Any]) -> Pod:

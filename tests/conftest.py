@@ -9,19 +9,15 @@ import pytest
 import yaml
 
 from berth.cli import main
-from berth.engine import Decision, decide
-from berth.pipeline import default_pipeline
-from tests.builders import k8s_list, to_pod, view
+from berth.engine import Decision
+from tests import builders
+from tests.builders import k8s_list
 
 
 @pytest.fixture
 def place() -> Callable[..., Decision]:
-    """decide() on the offline pipeline: place(pod_obj, *cluster_objects, seed=0)."""
-
-    def _place(pod_obj: dict[str, Any], *objects: dict[str, Any], seed: int = 0) -> Decision:
-        return decide(to_pod(pod_obj), view(*objects), default_pipeline(offline=True), seed=seed)
-
-    return _place
+    """tests.builders.place as a fixture: place(pod_obj, *cluster_objects, seed=0)."""
+    return builders.place
 
 
 @pytest.fixture

@@ -1,14 +1,11 @@
-"""PlacementPolicy objects for tests, and decisions on views that hold them (the policies go through
-ClusterView.upsert_policy, as the snapshot loader and the live cache put them there)."""
+"""PlacementPolicy objects for tests, and the reasons of a decision as Reason objects (tests.builders
+places a pod over a world that holds them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from berth.cluster.view import ClusterView
-from berth.engine import Decision, decide
-from berth.pipeline import default_pipeline
-from tests.builders import to_pod, view
+from berth.engine import Decision
 
 ALL_PODS: dict[str, Any] = {}
 
@@ -37,18 +34,6 @@ def app(name: str, version: str | None = "1.0", **extra: str) -> dict[str, str]:
     if version is not None:
         labels["app.kubernetes.io/version"] = version
     return labels
-
-
-def policy_view(*objects: dict[str, Any]) -> ClusterView:
-    v = view(*(o for o in objects if o["kind"] != "PlacementPolicy"))
-    for obj in objects:
-        if obj["kind"] == "PlacementPolicy":
-            v.upsert_policy(obj)
-    return v
-
-
-def place(pod_obj: dict[str, Any], *objects: dict[str, Any], seed: int = 0) -> Decision:
-    return decide(to_pod(pod_obj), policy_view(*objects), default_pipeline(offline=True), seed=seed)
 
 
 def reasons(decision: Decision) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from berth.cluster.convert import pod_from_k8s
 from berth.engine import Kind, decide
 from berth.pipeline import default_pipeline
-from tests.alloc_helpers import candidates, chain, cn, feasible, place, reasons, trace, vm
-from tests.builders import node, pod, view
+from tests.alloc_helpers import candidates, chain, cn, feasible, reason_texts, trace, vm
+from tests.builders import node, place, pod, view
 
 # override-overprovisioning off: nodes promise under their annotation (else the defaults), pods ask for
 # their package's ratios.
@@ -28,7 +28,7 @@ def test_min_ram_divides_the_pods_ram_by_the_packages_ratio_as_in_the_seeds_exam
     nodes = [cn(f"n{mib}", memory=f"{mib}Mi") for mib in (256, 511, 512, 768)]
     decision = place(vm("new", memory="768Mi", annotations={"berth.dev/package": "p"}), *nodes, cfg=cfg)
     assert feasible(decision) == {"n512", "n768"}
-    assert reasons(decision)["n511"] == (
+    assert reason_texts(decision)["n511"] == (
         "alloc/hard-filter-min-ram: not enough unreserved RAM for the pod's 768 MiB RAM (memory limit, "
         "overprovision ratio 1.5) (unreserved=511, needed=512)"
     )
@@ -47,7 +47,7 @@ def test_min_ram_counts_the_limits_of_the_pods_on_the_node_over_the_nodes_ratio(
 def test_min_ram_uses_the_packages_ram_when_the_pod_sets_no_memory():
     cfg = chain("hard-filter-min-ram", packages={"big": {"max_physical_memory": 4096}})
     decision = place(vm("new", annotations={"berth.dev/package": "big"}), cn("small", memory="2Gi"), cfg=cfg)
-    assert reasons(decision)["small"].startswith(
+    assert reason_texts(decision)["small"].startswith(
         "alloc/hard-filter-min-ram: not enough unreserved RAM for the pod's 4096 MiB RAM (package big, "
         "overprovision ratio 1)"
     )
@@ -69,7 +69,7 @@ def test_min_cpu_divides_the_cpu_cap_by_the_ratio_as_in_the_seeds_example():
     new = vm("new", cpu="9", annotations={"berth.dev/package": "p"})
     decision = place(new, cn("short", cpu="5999m"), cn("enough", cpu="6"), cfg=cfg)
     assert feasible(decision) == {"enough"}
-    assert reasons(decision)["short"] == (
+    assert reason_texts(decision)["short"] == (
         "alloc/hard-filter-min-cpu: not enough unreserved CPU for the pod's 900 cpu_cap (cpu limit, "
         "overprovision ratio 1.5) (unreserved=599.9, needed=600)"
     )
@@ -100,7 +100,8 @@ def test_min_disk_counts_ephemeral_storage_rounded_up_after_the_ratio():
     new = vm("new", disk="1499Mi", annotations={"berth.dev/package": "p"})  # ceil(1499 / 1.5) = 1000
     decision = place(new, cn("short", disk="999Mi"), cn("enough", disk="1000Mi"), cfg=cfg)
     assert feasible(decision) == {"enough"}
-    assert reasons(decision)["short"].startswith("alloc/hard-filter-min-disk: not enough unreserved disk")
+    short = reason_texts(decision)["short"]
+    assert short.startswith("alloc/hard-filter-min-disk: not enough unreserved disk")
 
 
 def test_min_disk_uses_the_package_quota_and_skips_without_one():
@@ -135,7 +136,7 @@ def test_override_overprovisioning_is_a_traced_step_that_keeps_every_node_and_sa
 def test_min_free_disk_keeps_nodes_with_the_minimum_of_free_ephemeral_storage():
     cfg = chain("hard-filter-min-free-disk", defaults={"minimum_free_disk": 1024})
     decision = place(vm("new"), cn("full", disk="1023Mi"), cn("roomy", disk="2Gi"), cfg=cfg)
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "full": "alloc/hard-filter-min-free-disk: node has less free disk than minimum_free_disk=1024 MiB "
         "(free=1023)"
     }
@@ -153,7 +154,7 @@ def test_vm_count_removes_a_node_hosting_filter_vm_limit_pods_not_counting_the_p
         vm("c", node="quiet"),
     ]
     decision = place(vm("new"), *cluster, cfg=cfg)
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "busy": "alloc/hard-filter-vm-count: node hosts the maximum of 2 pods (filter_vm_limit) (pods=2)"
     }
     # A pod already placed on "quiet" asking again is not its own neighbour.
@@ -214,7 +215,7 @@ def test_overprovision_ratios_removes_nodes_whose_ratio_differs_from_the_package
     ]
     decision = place(vm("new", annotations={"berth.dev/package": "p"}), *cluster, cfg=cfg)
     assert feasible(decision) == {"same"}
-    assert reasons(decision)["default"] == (
+    assert reason_texts(decision)["default"] == (
         "alloc/hard-filter-overprovision-ratios: package p asks overprovision ratio cpu 2.00 "
         "(node_ratio=4.00)"
     )
@@ -242,7 +243,7 @@ def test_capness_keeps_pods_with_and_without_a_cpu_cap_apart():
     cfg = chain("hard-filter-capness")
     with_cap = place(vm("new", cpu="500m"), *cluster, cfg=cfg)
     assert feasible(with_cap) == {"capped", "empty"}
-    assert reasons(with_cap)["uncapped"] == (
+    assert reason_texts(with_cap)["uncapped"] == (
         "alloc/hard-filter-capness: the pod has a CPU cap and the node hosts pods without one "
         "(uncapped_pods=1)"
     )

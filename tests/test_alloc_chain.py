@@ -17,8 +17,8 @@ from berth.engine import Kind
 from berth.engine.chain import flatten
 from berth.pipeline import KUBE, build_pipeline, default_chain
 from berth.vocab.step_names import ALWAYS_HARD
-from tests.alloc_helpers import candidates, chain, cn, config, place, reasons, trace, vm
-from tests.builders import k8s_list
+from tests.alloc_helpers import candidates, chain, cn, config, reason_texts, trace, vm
+from tests.builders import k8s_list, place
 
 ROOT = Path(__file__).resolve().parent.parent
 RESERVED = {"berth.dev/reserved": "true"}
@@ -61,7 +61,7 @@ def test_an_or_whose_every_member_leaves_nothing_leaves_nothing():
     both = {**RESERVED, "node-role.kubernetes.io/control-plane": ""}
     decision = place(vm("new"), cn("n1", labels=both), cfg=cfg, offline=False)
     assert decision.chosen is None
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "n1": "alloc/hard-filter-headnode: node is a head node (label node-role.kubernetes.io/control-plane)"
     }
 

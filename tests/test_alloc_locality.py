@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from berth.engine import Kind, decide
 from berth.pipeline import build_pipeline
-from tests.alloc_helpers import candidates, chain, cn, feasible, place, reasons, trace, vm
-from tests.builders import churn, to_pod, view
+from tests.alloc_helpers import candidates, chain, cn, feasible, reason_texts, trace, vm
+from tests.builders import churn, place, to_pod, view
 
 LOCALITY = chain("calculate-locality-hints", "hard-filter-locality-hints", "soft-filter-locality-hints")
 
@@ -47,7 +47,7 @@ def test_with_strict_either_a_node_fulfils_every_hint_or_the_placement_fails():
         _locality(near="web-0", far=["db-0", "db-1", "db-2"], strict=True), *_seed_cluster(), cfg=LOCALITY
     )
     assert decision.chosen is None and decision.error is not None and decision.error.code == 409
-    assert reasons(decision)["n1"] == (
+    assert reason_texts(decision)["n1"] == (
         "alloc/hard-filter-locality-hints: strict locality: the node hosts a pod for far db-0 (inst!=db-0)"
     )
     assert decision.node("n1").reasons[0].kind is Kind.EXHAUSTED  # evicting db-0 would free it
@@ -125,7 +125,7 @@ def test_a_strict_near_naming_a_pod_of_another_namespace_is_as_if_that_pod_did_n
     ]
     decision = place(_locality(near=target, strict=True), *cluster, cfg=LOCALITY)
     assert decision.error is not None and decision.error.code == 409
-    assert reasons(decision)["n2"] == (
+    assert reason_texts(decision)["n2"] == (
         f"alloc/hard-filter-locality-hints: strict locality: the node hosts no pod for near {target} "
         f"(inst=={target})"
     )
@@ -137,7 +137,7 @@ def test_a_target_both_near_and_far_is_kept_away_from_as_far_takes_precedence():
     cluster = [cn("n1"), cn("n2"), vm("db-0", node="n1")]
     decision = place(_locality(near="db-0", far="db-0", strict=True), *cluster, cfg=LOCALITY)
     assert decision.chosen == "n2"
-    assert reasons(decision)["n1"] == (
+    assert reason_texts(decision)["n1"] == (
         "alloc/hard-filter-locality-hints: strict locality: the node hosts a pod for far db-0 (inst!=db-0)"
     )
 
@@ -169,7 +169,7 @@ def test_the_seeds_affinity_example_near_a_database_and_away_from_disabled_pods(
     new = _rules(_rule("container", "==", "database-*", "glob"), _rule("disabled", "!=", "yes"))
     decision = place(new, *cluster, cfg=LOCALITY)
     assert decision.chosen == "n2"
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "n1": "alloc/hard-filter-locality-hints: strict locality: the node hosts a pod for disabled!=yes",
         # database-3 is in another namespace: affinity rules match the pod's own namespace.
         "n3": "alloc/hard-filter-locality-hints: strict locality: "

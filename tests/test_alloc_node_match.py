@@ -7,8 +7,8 @@ import pytest
 from berth.cluster.convert import pod_from_k8s
 from berth.engine import Kind, decide
 from berth.pipeline import build_pipeline
-from tests.alloc_helpers import chain, cn, feasible, place, reasons, trace, vm
-from tests.builders import view
+from tests.alloc_helpers import chain, cn, feasible, reason_texts, trace, vm
+from tests.builders import place, view
 
 CUSTOMER = "9b81f9e7-55e1-4e00-a8f7-917bd054b320"
 OTHER = "82c53a64-b19c-4266-bf16-3ee1d34318d2"
@@ -99,7 +99,7 @@ def test_a_node_whose_traits_do_not_fulfil_the_request_is_removed_naming_the_mis
 def test_a_node_with_traits_takes_only_pods_that_ask_for_them():
     decision = _traits(None, cn("special", traits={"customer": CUSTOMER}), cn("plain"))
     assert decision.chosen == "plain"
-    assert reasons(decision)["special"] == (
+    assert reason_texts(decision)["special"] == (
         "alloc/hard-filter-traits: the pod asks for no traits and the node has traits (it takes only pods "
         f'that ask for them) (node_traits={{"customer": "{CUSTOMER}"}})'
     )
@@ -122,7 +122,7 @@ def test_image_traits_take_priority_over_pod_traits_which_override_package_trait
 def test_a_node_with_a_malformed_traits_annotation_is_removed_saying_so():
     decision = _traits({"ssd": True}, cn("broken", traits="[true]"), cn("ok", traits={"ssd": True}))
     assert decision.chosen == "ok"
-    assert reasons(decision)["broken"] == (
+    assert reason_texts(decision)["broken"] == (
         "alloc/hard-filter-traits: node annotation berth.dev/traits is malformed: traits should be a JSON "
         "object, not a list"
     )
@@ -174,7 +174,7 @@ def test_a_platform_requirement_failure_names_the_requirement_and_the_nodes_plat
     decision = place(
         _image({"min_platform": {"1.35": "1.35.2"}}), cn("old", kubelet="v1.35.1"), cfg=PLATFORMS
     )
-    assert reasons(decision)["old"] == (
+    assert reason_texts(decision)["old"] == (
         'alloc/hard-filter-platform-versions: image requires min platforms {"1.35": "1.35.2"} '
         "(platform=v1.35.1, line=1.35)"
     )
@@ -189,7 +189,7 @@ def test_the_platform_label_overrides_the_kubelet_version_and_stamps_compare_as_
     ]
     decision = place(requirement, *cluster, cfg=PLATFORMS)
     assert feasible(decision) == {"new-image"}
-    assert reasons(decision)["no-label"].endswith(
+    assert reason_texts(decision)["no-label"].endswith(
         "the node's platform cannot be compared (a stamp against a version) (platform=v1.35.0, line=1.35)"
     )
 
@@ -197,7 +197,7 @@ def test_the_platform_label_overrides_the_kubelet_version_and_stamps_compare_as_
 def test_the_packages_min_platform_applies_too():
     cfg = chain("hard-filter-platform-versions", packages={"p": {"min_platform": {"1.35": "1.35.3"}}})
     decision = place(vm("new", annotations={"berth.dev/package": "p"}), cn("n1", kubelet="v1.35.2"), cfg=cfg)
-    assert reasons(decision)["n1"].startswith(
+    assert reason_texts(decision)["n1"].startswith(
         'alloc/hard-filter-platform-versions: package p requires min platforms {"1.35": "1.35.3"}'
     )
 
@@ -205,7 +205,7 @@ def test_the_packages_min_platform_applies_too():
 def test_feature_min_platform_applies_filter_docker_min_platform_to_every_pod():
     cfg = chain("hard-filter-feature-min-platform", defaults={"filter_docker_min_platform": "1.35.0"})
     decision = place(vm("new"), cn("old", kubelet="v1.34.9"), cn("new", kubelet="v1.35.0"), cfg=cfg)
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "old": "alloc/hard-filter-feature-min-platform: container support requires platform 1.35.0 or newer "
         "(filter_docker_min_platform) (platform=v1.34.9, line=1.34)"
     }
@@ -227,7 +227,7 @@ def test_vlans_needs_every_nic_tag_the_pod_asks_for_one_of_each_set_of_alternati
     ]
     decision = place(new, *cluster, cfg=VLANS)
     assert feasible(decision) == {"both"}
-    assert reasons(decision)["external-only"] == (
+    assert reason_texts(decision)["external-only"] == (
         'alloc/hard-filter-vlans: node lacks the NIC tags ["external", ["admin", "admin2"]] '
         '(missing=["admin", "admin2"], node_nic_tags=["external"])'
     )

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.engine import Phase
-from tests.alloc_helpers import chain, cn, feasible, place, vm
+from tests.alloc_helpers import chain, cn, feasible, vm
+from tests.builders import place
 
 HARD_FILTERS = [
     "hard-filter-setup",

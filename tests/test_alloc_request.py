@@ -9,8 +9,8 @@ import pytest
 from berth.errors import InvalidAnnotation
 from berth.vocab.alloc.request import compile_alloc
 from berth.vocab.pod import compile_pod
-from tests.alloc_helpers import cn, config, place, vm
-from tests.builders import to_pod
+from tests.alloc_helpers import cn, config, vm
+from tests.builders import place, to_pod
 
 PACKAGES = config(packages={"small": {"max_physical_memory": 512, "traits": {"ssd": True}}})
 

@@ -8,8 +8,8 @@ import pytest
 
 from berth.engine import decide
 from berth.pipeline import build_pipeline
-from tests.alloc_helpers import chain, cn, place, trace, vm
-from tests.builders import to_pod, view
+from tests.alloc_helpers import chain, cn, trace, vm
+from tests.builders import place, to_pod, view
 
 
 def _parts(decision, step):

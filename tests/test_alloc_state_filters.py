@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from berth.engine import Kind
-from tests.alloc_helpers import candidates, chain, cn, config, feasible, place, reasons, trace, vm
+from tests.alloc_helpers import candidates, chain, cn, config, feasible, reason_texts, trace, vm
+from tests.builders import place
 
 
 @pytest.mark.parametrize("algorithm", ["hard-filter-setup", "hard-filter-running"])
@@ -25,7 +26,7 @@ def test_a_reserved_node_is_removed_naming_the_label():
         cn("held", labels={"berth.dev/reserved": "true"}),
         cfg=chain("hard-filter-reserved"),
     )
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "held": "alloc/hard-filter-reserved: node is reserved by an operator (berth.dev/reserved=true)"
     }
 
@@ -40,7 +41,7 @@ def test_a_reserved_label_other_than_true_does_not_reserve_the_node():
 def test_a_head_node_is_removed_unless_filter_headnode_is_false():
     head = cn("head", labels={"node-role.kubernetes.io/control-plane": ""})
     decision = place(vm("new"), head, cn("worker"), cfg=chain("hard-filter-headnode"))
-    assert reasons(decision) == {
+    assert reason_texts(decision) == {
         "head": "alloc/hard-filter-headnode: node is a head node "
         "(label node-role.kubernetes.io/control-plane)"
     }
@@ -84,7 +85,7 @@ def test_a_head_node_is_removed_unless_filter_headnode_is_false():
 def test_an_invalid_node_is_removed_with_what_is_wrong_with_it(node, problem):
     decision = place(vm("new"), node, cn("ok"), cfg=chain("hard-filter-invalid-servers"))
     assert decision.chosen == "ok"
-    assert reasons(decision)["n"].startswith(
+    assert reason_texts(decision)["n"].startswith(
         f"alloc/hard-filter-invalid-servers: node is not a valid allocation target: {problem}"
     )
 
@@ -100,7 +101,7 @@ def test_a_virtual_node_is_removed_for_every_pod_since_every_pod_is_a_container(
     decision = place(
         vm("new"), cn("virtual", labels=labels), cn("metal"), cfg=chain("hard-filter-virtual-servers")
     )
-    assert reasons(decision) == {"virtual": "alloc/hard-filter-virtual-servers: node is a virtual node"}
+    assert reason_texts(decision) == {"virtual": "alloc/hard-filter-virtual-servers: node is a virtual node"}
 
 
 def test_the_force_failure_label_removes_every_node_and_names_itself_in_the_409():

@@ -17,7 +17,7 @@ from berth.engine import Decision, decide
 from berth.pipeline import build_pipeline, default_pipeline
 from berth.vocab.alloc.config import parse_config
 from tests.builders import node, pod, to_pod, view
-from tests.policy_builders import app, placement_policy, policy_view
+from tests.policy_builders import app, placement_policy
 
 ZONE = "topology.kubernetes.io/zone"
 PIPELINE = default_pipeline(offline=True)
@@ -237,7 +237,7 @@ def test_a_configured_chain_still_keeps_one_replica_per_host():
             ]
         }
     )
-    v = policy_view(node("a"), node("b"), node("c"), placement_policy("one", {"type": "ONE_PER_HOST"}))
+    v = view(node("a"), node("b"), node("c"), placement_policy("one", {"type": "ONE_PER_HOST"}))
     new = [pod(f"web-{i}", labels=app("web")) for i in range(4)]
     decisions = _burst(v, new, build_pipeline(config, offline=True))
     assert sorted(d.chosen for d in decisions[:3]) == ["a", "b", "c"]

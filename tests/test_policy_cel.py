@@ -8,8 +8,8 @@ import pytest
 from berth.cluster.convert import node_from_k8s
 from berth.engine import Kind, Reason, decide
 from berth.pipeline import default_pipeline
-from tests.builders import node, pod, to_pod
-from tests.policy_builders import app, place, placement_policy, policy_view, reasons
+from tests.builders import node, place, pod, to_pod, view
+from tests.policy_builders import app, placement_policy, reasons
 
 STEP = "policy/placement-policy"
 
@@ -250,7 +250,7 @@ def test_a_rule_inside_a_composite_names_its_own_path():
 
 
 def test_a_rule_reading_only_the_node_sees_a_changed_node_at_once():
-    cluster = policy_view(
+    cluster = view(
         node("n1", labels={"zone": "us-1"}), _rule('ctx.allocation.node.metadata["zone"] == "eu-1"')
     )
     new = to_pod(_new())
@@ -260,7 +260,7 @@ def test_a_rule_reading_only_the_node_sees_a_changed_node_at_once():
 
 
 def test_a_rule_reading_the_pod_answers_each_pod_on_the_same_nodes():
-    cluster = policy_view(
+    cluster = view(
         node("eu", labels={"zone": "eu-1"}),
         node("us", labels={"zone": "us-1"}),
         _rule('ctx.allocation.node.metadata["zone"] == ctx.pod.labels["zone"]'),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from berth.engine import Kind, Reason
-from tests.builders import node, pod
-from tests.policy_builders import app, place, placement_policy, reasons
+from tests.builders import node, place, pod
+from tests.policy_builders import app, placement_policy, reasons
 
 STEP = "policy/placement-policy"
 

@@ -8,8 +8,8 @@ import pytest
 from berth.cluster.convert import node_from_k8s
 from berth.engine import Kind, Reason, decide
 from berth.pipeline import default_pipeline
-from tests.builders import node, pod, to_pod
-from tests.policy_builders import app, place, placement_policy, policy_view, reasons
+from tests.builders import node, place, pod, to_pod, view
+from tests.policy_builders import app, placement_policy, reasons
 
 STEP = "policy/placement-policy"
 PIN_N2 = {"type": "MATCH_TAG", "tag": "n2"}
@@ -193,7 +193,7 @@ def test_an_invalid_policy_named_by_the_annotation_refuses_the_pod():
 
 
 def test_updating_a_policy_changes_the_placement_and_removing_it_frees_the_pod():
-    v = policy_view(*_nodes(), placement_policy("pin", PIN_N2, generation=1))
+    v = view(*_nodes(), placement_policy("pin", PIN_N2, generation=1))
     first = v.policy("default", "pin")
     assert first is not None and first.ready
 
@@ -210,7 +210,7 @@ def test_updating_a_policy_changes_the_placement_and_removing_it_frees_the_pod()
 
 
 def test_the_view_counts_an_apps_pods_per_node_as_pods_and_nodes_come_and_go():
-    v = policy_view(
+    v = view(
         node("n1"), node("n2"), pod("a", node="n1", labels=app("web")), pod("b", node="n1", labels=app("web"))
     )
     key = ("default", "web", "1.0")

@@ -13,7 +13,7 @@ from berth.extender.placer import Placer
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
-from tests.policy_builders import app, placement_policy, policy_view
+from tests.policy_builders import app, placement_policy
 
 ONLINE = default_pipeline(offline=False)
 # The chain the preempt verb finds victims with: kube's filters as berth models them, and berth's rules.
@@ -67,7 +67,7 @@ def test_a_node_berth_accepts_once_kubes_victims_are_gone_keeps_them():
 
 def test_one_per_host_evicts_the_lower_priority_pod_of_the_same_app_and_version():
     web = app("web")
-    v = policy_view(
+    v = view(
         node("only"),
         _pod("old", 1, node="only", labels=web),
         placement_policy("one", {"type": "ONE_PER_HOST"}),
@@ -78,7 +78,7 @@ def test_one_per_host_evicts_the_lower_priority_pod_of_the_same_app_and_version(
 
 def test_max_n_per_host_evicts_the_fewest_and_least_important():
     web = app("web")
-    v = policy_view(
+    v = view(
         node("only"),
         _pod("low", 1, node="only", labels=web),
         _pod("lower", 0, node="only", labels=web),
@@ -91,7 +91,7 @@ def test_max_n_per_host_evicts_the_fewest_and_least_important():
 
 def test_a_pod_of_equal_or_higher_priority_is_never_a_victim():
     web = app("web")
-    v = policy_view(
+    v = view(
         node("only"),
         _pod("peer", 50, node="only", labels=web),
         placement_policy("one", {"type": "ONE_PER_HOST"}),
@@ -103,7 +103,7 @@ def test_a_pod_of_equal_or_higher_priority_is_never_a_victim():
 def test_pods_a_budget_protects_are_put_back_first_and_their_violations_counted():
     web = app("web")
     guarded = {**web, "tier": "guarded"}
-    v = policy_view(
+    v = view(
         node("only"),
         _pod("guarded", 1, node="only", labels=guarded),
         _pod("free", 1, node="only", labels=web),
@@ -121,7 +121,7 @@ def test_pods_a_budget_protects_are_put_back_first_and_their_violations_counted(
     chosen = select_victims(new, v, OFFLINE, {"only": []}, seed=1)
     assert _victims(chosen) == {"only": ["free"]} and chosen["only"].pdb_violations == 0
     # With both needed gone, the guarded one is evicted and counted.
-    tight = policy_view(
+    tight = view(
         node("only"),
         _pod("guarded", 1, node="only", labels=guarded),
         _pod("free", 1, node="only", labels=web),
@@ -283,7 +283,7 @@ def test_a_pod_nominated_to_a_node_keeps_the_room_preemption_freed_there():
     """kube-scheduler counts nominated pods for its own filters; berth counts them for its rules: a
     lower-priority pod of the same app does not take the node preempted for the nominated one."""
     web = app("web")
-    v = policy_view(
+    v = view(
         node("n1"),
         node("n2"),
         _pod("old", 1, node="n2", labels=web),

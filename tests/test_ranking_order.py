@@ -18,8 +18,8 @@ import yaml
 
 from berth.cli import main
 from berth.pipeline import build_pipeline
-from tests.alloc_helpers import cn, config, place, reasons, trace, vm
-from tests.builders import k8s_list, node, pod
+from tests.alloc_helpers import cn, config, reason_texts, trace, vm
+from tests.builders import k8s_list, node, place, pod
 
 REGION = "region"
 CHINA, INDIA = {REGION: "China"}, {REGION: "India"}
@@ -67,7 +67,7 @@ def test_a_negative_unreserved_ram_weight_fills_the_node_with_the_least_free_ram
     # capacity; kube-scheduler's LeastAllocated (a default nobody chose) must not set r1 aside first.
     decision = place(vm("new", memory="1Gi"), *_ram_cluster(), cfg=config(defaults=PACKING), offline=False)
     assert decision.chosen == "r1"
-    assert "kube/default-score" not in reasons(decision).get("r1", "")
+    assert "kube/default-score" not in reason_texts(decision).get("r1", "")
     assert trace(decision, "kube/default-score").note.startswith(
         "skipped: the configured defaults.weight_unreserved_ram and defaults.weight_unreserved_disk replaces"
     )
@@ -124,7 +124,8 @@ def test_a_package_spread_replaces_kubes_resource_scores_but_not_the_pods_prefer
     }
     decision = place(ssd, *cluster, cfg=cfg, offline=False)
     assert decision.chosen == "large"
-    assert reasons(decision)["small"].startswith("set aside: kube/preferences: lower score for the pod's")
+    small = reason_texts(decision)["small"]
+    assert small.startswith("set aside: kube/preferences: lower score for the pod's")
 
 
 # -- the running pods' preferred and required pod affinity (kube's symmetry) ---------------------------
@@ -141,8 +142,8 @@ def test_affinity_symmetry_considers_the_running_pods_preferred_terms():
         pod("p2", node="node2", spec={"affinity": stay_with_s2}),
     )
     assert decision.chosen == "node1"
-    assert reasons(decision)["node2"].startswith("set aside: kube/preferences:")
-    assert reasons(decision)["node3"].startswith("set aside: kube/preferences:")
+    assert reason_texts(decision)["node2"].startswith("set aside: kube/preferences:")
+    assert reason_texts(decision)["node3"].startswith("set aside: kube/preferences:")
 
 
 def test_affinity_symmetry_considers_the_running_pods_required_terms():
@@ -164,7 +165,7 @@ def test_affinity_symmetry_considers_the_running_pods_required_terms():
     # The allocator's spreading by owner (both nodes run a pod of the namespace) no longer sets them aside.
     assert chosen <= {"node1", "node2"}
     decision = place(pod("new", labels={"security": "S1"}), *cluster)
-    assert "spread by owner" not in " ".join(reasons(decision).values())
+    assert "spread by owner" not in " ".join(reason_texts(decision).values())
 
 
 def test_preferred_pod_affinity_to_the_namespaces_pods_is_honoured_where_the_namespace_runs():
@@ -178,7 +179,7 @@ def test_preferred_pod_affinity_to_the_namespaces_pods_is_honoured_where_the_nam
         for seed in range(6):
             new = pod("cache-client", namespace="shop", spec={"affinity": want})
             decision = place(new, *cluster, *running, seed=seed, offline=offline)
-            assert decision.chosen in {"n0", "n1", "n3", "n4"}, (offline, seed, reasons(decision))
+            assert decision.chosen in {"n0", "n1", "n3", "n4"}, (offline, seed, reason_texts(decision))
 
 
 def test_the_owner_spread_still_applies_where_the_pod_prefers_nothing():
@@ -187,7 +188,7 @@ def test_the_owner_spread_still_applies_where_the_pod_prefers_nothing():
     running = [pod(f"api-{i}", namespace="shop", node=f"n{i}", labels=api) for i in (0, 1, 3, 4)]
     decision = place(pod("plain", namespace="shop"), *cluster, *running)
     assert decision.chosen == "n2"
-    assert "spread by owner" in reasons(decision)["n0"]
+    assert "spread by owner" in reason_texts(decision)["n0"]
 
 
 def test_a_deployment_with_preferred_pod_affinity_to_a_cache_lands_beside_it(tmp_path, capsys):
