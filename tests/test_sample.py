@@ -353,25 +353,31 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
     objects = [node(n, taints=noschedule if i in world["tainted"] else None) for i, n in enumerate(names)]
     objects += [pod(f"db-{i}", node=names[i], tags=["db"]) for i in world["holders"]]
     v = view(*objects)
-    handed: list[tuple[str, str]] = []
+    online, offline = default_pipeline(offline=False), default_pipeline(offline=True)
 
     async def nothing(*_):
         return None
 
-    async def nominate(p, node_name):
-        handed.append((p.name, node_name))
+    def nominating(into: list[tuple[str, str]]) -> Placer:
+        """A placer over a world of its own that notes each nomination it writes into `into`."""
 
-    online, offline = default_pipeline(offline=False), default_pipeline(offline=True)
-    placer = Placer(
-        SnapshotCluster(v),
-        online=online,
-        offline=offline,
-        binder=nothing,
-        recorder=nothing,
-        kube_sample={"berth-scheduler": 0},
-        nominate=nominate,
-    )
-    placer.loop = _loop()
+        async def nominate(p, node_name):
+            into.append((p.name, node_name))
+
+        made = Placer(
+            SnapshotCluster(view(*objects)),
+            online=online,
+            offline=offline,
+            binder=nothing,
+            recorder=nothing,
+            kube_sample={"berth-scheduler": 0},
+            nominate=nominate,
+        )
+        made.loop = _loop()
+        return made
+
+    handed: list[tuple[str, str]] = []
+    placer = nominating(handed)
     body = pod("app", uid="uid-app", affinity={"require_with_tag": ["db"]} if world["wants"] else None)
     body["spec"]["schedulerName"] = "berth-scheduler"
     # kube's pass: from its start, the nodes its filters accept, until it has found enough
@@ -398,20 +404,7 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
     # fewer nodes than kube's minimum and kube samples, always to a node the decision over every node
     # accepts; never none where that decision places the pod.
     early: list[tuple[str, str]] = []
-
-    async def nominate_early(p, node_name):
-        early.append((p.name, node_name))
-
-    arrival = Placer(
-        SnapshotCluster(view(*objects)),
-        online=online,
-        offline=offline,
-        binder=nothing,
-        recorder=nothing,
-        kube_sample={"berth-scheduler": 0},
-        nominate=nominate_early,
-    )
-    arrival.loop = _loop()
+    arrival = nominating(early)
     _watch_shows(arrival, body, wait=0)
     arrival.loop.run_until_complete(asyncio.sleep(0))
     thin_anywhere = (
