@@ -77,7 +77,8 @@ class Metrics:
             "berth_sample_total",
             "Pods kube-scheduler asked about a sample of the nodes: decided over the sample (decided), "
             "their rules thin there so decided over every node with the best node in the sample "
-            "(widened), handed over to a node outside it (handed_over), or refused (refused).",
+            "(widened), handed over to a node outside it or nominated on arrival, before kube's first "
+            "attempt (handed_over), or refused (refused).",
             ["outcome"],
             registry=self.registry,
         )
