@@ -414,14 +414,20 @@ class Placer:
             f"kube-scheduler's next attempt evaluates it first (hand-over {self.handovers.count(key) + 1})"
         )
         # Written once kube-scheduler has recorded this attempt (pod_status), or WRITE_AFTER_AT_MOST on.
-        self.handovers.handed_over(key, node, message, pod)
+        await self.recorder(pod, [self._hand_over(pod, key, node, message, at_once=False)])
+        return wire.ExtenderFilterResult(error=message)
+
+    def _hand_over(self, pod: Pod, key: str, node: str, message: str, *, at_once: bool) -> Event:
+        """Remember the hand-over, count the pod on its node, have the nomination written (`at_once`,
+        or once kube-scheduler has recorded the attempt): the event that says so."""
+        self.handovers.handed_over(key, node, message, pod, written=at_once)
         # Counted there at once, as a placement is: the next pods of a burst see it (kube-scheduler
         # counts nominated pods on their node too, and would reject a node berth filled past its room).
         self.cluster.reserve(pod, node)
-        self._in_background(self._write_when_overdue(key, node))
+        write = self._write_nomination(pod, node) if at_once else self._write_when_overdue(key, node)
+        self._in_background(write)
         self.observe_sample("handed_over")
-        await self.recorder(pod, [Event("Normal", "HandedOver", message.removeprefix("berth: "))])
-        return wire.ExtenderFilterResult(error=message)
+        return Event("Normal", "HandedOver", message.removeprefix("berth: "))
 
     def pod_status(self, obj: dict[str, Any]) -> None:
         """The watch's copy of a pod, for the hand-overs (berth.extender.sample): the nomination is
@@ -512,12 +518,7 @@ class Placer:
             f"nodes, fewer than kube-scheduler's sample ({wanted}) needs to hold one for sure: nominated it "
             "before kube-scheduler's first attempt, so that the attempt evaluates it first (hand-over 1)"
         )
-        self.handovers.handed_over(key, node, message, pod, written=True)
-        self.cluster.reserve(pod, node)
-        self.observe_sample("handed_over")
-        self._in_background(self._write_nomination(pod, node))
-        told = Event("Normal", "HandedOver", message.removeprefix("berth: "))
-        self._in_background(self.recorder(pod, [told]))
+        self._in_background(self.recorder(pod, [self._hand_over(pod, key, node, message, at_once=True)]))
 
     def _widened(self, pod: Pod, excluded: set[str], some: list[str] | None = None) -> tuple[list[str], int]:
         """The nodes a thin pod is decided over past kube's sample: those berth's own rules accept
