@@ -53,6 +53,7 @@ from typing import Any
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "e2e"))
@@ -180,26 +181,20 @@ def request_counts(page: str) -> dict[str, float]:
     every code summed), and the watch events it sent by kind with their size in KB: what a run asked of
     the API server."""
     counts: dict[str, float] = {}
-    for line in page.splitlines():
-        if not line.startswith(("apiserver_request_total{", "apiserver_watch_events")):
-            continue
-        labels, _, value = line.rpartition(" ")
-        if "{" not in labels:
-            continue
-        name = labels[: labels.index("{")]
-        inside = labels[labels.index("{") + 1 : -1].split(",")
-        parts = {k: v.strip('"') for k, _, v in (item.partition("=") for item in inside)}
-        resource = parts.get("resource") or parts.get("kind", "?")
-        if name == "apiserver_request_total":
-            sub = f"/{parts['subresource']}" if parts.get("subresource") else ""
-            key, amount = f"{parts.get('verb')} {resource}{sub}", float(value)
-        elif name == "apiserver_watch_events_total":
-            key, amount = f"watch events {resource}", float(value)
-        elif name == "apiserver_watch_events_sizes_sum":
-            key, amount = f"watch KB {resource}", float(value) / 1024
-        else:
-            continue
-        counts[key] = counts.get(key, 0.0) + amount
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            labels = sample.labels
+            resource = labels.get("resource") or labels.get("kind", "?")
+            if sample.name == "apiserver_request_total":
+                sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+                key, amount = f"{labels.get('verb')} {resource}{sub}", sample.value
+            elif sample.name == "apiserver_watch_events_total":
+                key, amount = f"watch events {resource}", sample.value
+            elif sample.name == "apiserver_watch_events_sizes_sum":
+                key, amount = f"watch KB {resource}", sample.value / 1024
+            else:
+                continue
+            counts[key] = counts.get(key, 0.0) + amount
     return counts
 
 
