@@ -27,12 +27,11 @@ from berth.engine.ledger import (
     Column,
     Removals,
     ScoreColumn,
-    SetAside,
     StepRun,
     TierColumn,
 )
 from berth.engine.slots import LEFT_OUT_AT_MOST, in_candidate_order, known, memo_for, remaining, without
-from berth.engine.step import Kept, NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, _Skip
+from berth.engine.step import Kept, NodeFilter, Noted, PodContext, Scorer, SetFilter, Step, Tier, _Skip
 from berth.engine.types import Phase, Reason
 
 
@@ -128,7 +127,7 @@ def _run(member: Member, cands: Candidates, ctx: PodContext, out: Outcome) -> Ca
             kept = _run(m, cands, ctx, alt)
             out.runs.extend(alt.runs)  # every alternative tried is traced
             if kept or i == last:
-                removals = alt.removals if i == last else [SetAside(r) for r in alt.removals]
+                removals = alt.removals if i == last else [Removals.set_aside(r) for r in alt.removals]
                 out.removals.extend(removals)
                 out.columns.extend(alt.columns)
                 return kept
@@ -149,24 +148,32 @@ def _answer(step: Step, ask: Callable[..., Any], cands: Candidates, prepared: An
     back to a later decision over the same candidates with the same question in the same state, or
     mended by the step from the one kept when only the state moved."""
     key = step.memo_key(prepared, ctx)
-    if key is None:  # not declared
-        return ask(cands, prepared, ctx)
-    memo = memo_for(ctx.view, cands)
-    if memo is None:  # a candidate set the engine did not make
-        return ask(cands, prepared, ctx)
+    memo = memo_for(ctx.view, cands) if key is not None else None
+    if key is None or memo is None:  # not declared, or a candidate set the engine did not make
+        answer = ask(cands, prepared, ctx)
+        return answer.answer if type(answer) is Noted else answer
     question, state = key
     slot = (step, question)  # the step itself: two chains' steps of one name may be configured apart
     before = memo.get(slot)
     if before is not None:
         if before.state == state:
             return before.answer
-        answer = step.mend(before, cands, prepared, ctx)
-        if answer is not None:
-            memo[slot] = Kept(state, answer)
-            return answer
-    answer = ask(cands, prepared, ctx)
-    memo[slot] = Kept(state, answer)
-    return answer
+        mended = step.mend(before, cands, prepared, ctx)
+        if mended is before.answer:  # still right in the new state: its notes too
+            before.state = state
+            return mended
+        if mended is not None:
+            memo[slot] = kept = _kept(mended, state)
+            return kept.answer
+    memo[slot] = kept = _kept(ask(cands, prepared, ctx), state)
+    return kept.answer
+
+
+def _kept(answer: Any, state: Any) -> Kept:
+    """The memo record of an answer, its notes taken off when the step noted some."""
+    if type(answer) is Noted:
+        return Kept(state, answer.answer, answer.notes)
+    return Kept(state, answer)
 
 
 def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> Candidates:

@@ -44,52 +44,155 @@ from berth.engine.types import Kind, NodeResult, Reason, ScorePart, StepTrace
 Candidates = Mapping[str, Any]
 
 
+class Others:
+    """The nodes of a removal map that are not given one by one (kube-scheduler's "absent nodes", which
+    NodeToStatus gives one status), each with the Reason `make(name)` gives it when read: at 5000
+    nodes, thousands of reasons the extender never shows one by one cost nothing. `shared`: a reason
+    whose step, kind and short text are those of every one of them (only the values differ), or None."""
+
+    __slots__ = ("make", "shared")
+    reorder = False  # listed in the step's input order already
+
+    def __init__(self, make: Callable[[str], Reason], shared: Reason | None) -> None:
+        self.make = make
+        self.shared = shared
+
+    def __contains__(self, name: object) -> bool:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def blocking(self) -> int | None:
+        """How many are infeasible when that is known without reading each (None: read them)."""
+        if self.shared is None:
+            return None
+        return 0 if self.shared.kind is Kind.SET_ASIDE else len(self)
+
+    def left_of(self, cands: Candidates) -> Candidates | None:
+        """What is left of `cands` once these are removed, when the step already made that dict."""
+        return None
+
+
+class Named(Others):
+    """The nodes `names`, in that order. `reorder`: that is an index's order, not the candidates' (a
+    trace lists them in candidate order); `left`: (the candidates, the dict the step made of what these
+    leave of them)."""
+
+    __slots__ = ("_members", "left", "names", "reorder")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        make: Callable[[str], Reason],
+        shared: Reason | None,
+        *,
+        reorder: bool = False,
+        left: tuple[Candidates, Candidates] | None = None,
+    ) -> None:
+        super().__init__(make, shared)
+        self.names = names
+        self.reorder = reorder
+        self.left = left
+        self._members: set[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._members is None:
+            self._members = set(self.names)
+        return name in self._members
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def left_of(self, cands: Candidates) -> Candidates | None:
+        return self.left[1] if self.left is not None and self.left[0] is cands else None
+
+
+class AllBut(Others):
+    """Every node of `among` not in `kept` (a tier, or a rule setting most nodes aside), in `among`'s
+    order."""
+
+    __slots__ = ("among", "kept")
+
+    def __init__(
+        self, among: Candidates, kept: Mapping[str, Any], make: Callable[[str], Reason], shared: Reason | None
+    ) -> None:
+        super().__init__(make, shared)
+        self.among = among
+        self.kept = kept
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.among and name not in self.kept
+
+    def __iter__(self) -> Iterator[str]:
+        return filterfalse(self.kept.__contains__, self.among)
+
+    def __len__(self) -> int:
+        return len(self.among) - len(self.kept)
+
+    def left_of(self, cands: Candidates) -> Candidates | None:
+        # the dict of the nodes left, when the step made one: the runner takes it
+        return self.kept if self.among is cands and type(self.kept) is dict else None
+
+
+class Aside(Others):
+    """The removals of an `or` member that won while a later alternative remained: the nodes could
+    still host the pod, so they are only set aside."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Mapping[str, Reason]) -> None:
+        shared = shared_reason(inner)
+        super().__init__(self._convert, self.convert(shared) if shared is not None else None)
+        self.inner = inner
+
+    @staticmethod
+    def convert(reason: Reason) -> Reason:
+        return replace(reason, kind=Kind.SET_ASIDE, message=f"{reason.message} (an `or` kept other nodes)")
+
+    def _convert(self, name: str) -> Reason:
+        return self.convert(self.inner[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.inner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def blocking(self) -> int:
+        return 0
+
+
 class Removals(Mapping[str, Reason]):
-    """The nodes one step removes, each with its Reason, as kube-scheduler's NodeToStatus holds them:
-    reasons given node by node, and the other nodes removed, each with the reason `make(name)` gives
-    it when read. The others are named (a list of names) or are every node of `among` not in `kept`
-    (a tier or require_with_tag setting most nodes aside for one rule). Reasons made when read cost
-    nothing for the thousands of nodes the extender never shows one by one.
+    """The nodes one step removes, each with its Reason, in the shape of kube-scheduler's NodeToStatus:
+    the reasons given node by node (`given`), and the other nodes (`others`, kube's absent nodes), one
+    rule for many whose reasons are made when read.
 
     A step returns a plain dict or one of these; the runner knows it by identity, so it is never
     changed once returned (a step's memoised answer is the same object again)."""
 
-    __slots__ = (
-        "_among",
-        "_blocking",
-        "_given",
-        "_kept",
-        "_make",
-        "_members",
-        "_named",
-        "_shared",
-        "kept",
-        "notes",
-        "reorder",
-    )
+    __slots__ = ("_blocking", "given", "others")
 
     def __init__(
         self,
         given: Mapping[str, Reason] | Iterable[tuple[str, Reason]] = (),
-        *,
-        reorder: bool = True,
+        others: Others | None = None,
     ) -> None:
-        """Reasons given node by node. `reorder`: they are in an index's order, not the candidates' (a
-        step that found them through the view's indexes); a trace lists them in candidate order, as a
-        node-by-node step would have."""
+        """Reasons given node by node, found through the view's indexes: in an index's order, so a
+        trace lists them in candidate order, as a node-by-node step would have."""
         # A dict is taken as it is (the step hands it over: it is never changed after).
-        self._given: dict[str, Reason] = given if type(given) is dict else dict(given)
-        self.reorder = reorder
-        self._named: Sequence[str] | None = None
-        self._among: Candidates | None = None
-        self._kept: Mapping[str, Any] | None = None
-        self._make: Callable[[str], Reason] | None = None
-        self._members: set[str] | None = None
-        self._shared: Reason | None = None
+        self.given: dict[str, Reason] = given if type(given) is dict else dict(given)
+        self.others = others
         self._blocking: int | None = None  # how many are infeasible, once counted
-        # (the candidates, what is left of them once these are removed), when the step made that dict
-        self.kept: tuple[Mapping[str, Any], Candidates] | None = None
-        self.notes: Any = None  # what the step that made it keeps to mend it later (Step.mend), its own
 
     @classmethod
     def named(
@@ -99,13 +202,15 @@ class Removals(Mapping[str, Reason]):
         *,
         shared: bool = False,
         reorder: bool = False,
+        left: tuple[Candidates, Candidates] | None = None,
     ) -> Removals:
         """The nodes `names`, in that order, each with the Reason `make(name)` gives it; `shared` when
         they all have the same step, kind and message (only the values differ)."""
-        out = cls(reorder=reorder)
-        out._named, out._make = names, make
-        out._shared = make(names[0]) if shared and names else None
-        return out
+        return cls(
+            others=Named(
+                names, make, make(names[0]) if shared and names else None, reorder=reorder, left=left
+            )
+        )
 
     @classmethod
     def all_but(
@@ -113,137 +218,78 @@ class Removals(Mapping[str, Reason]):
     ) -> Removals:
         """Every node of `among` not in `kept`, in `among`'s order, each with the Reason `make(name)`
         gives it; `shared`, one of them when they all have the same step, kind and message."""
-        out = cls(reorder=False)
-        out._among, out._kept, out._make, out._shared = among, kept, make, shared
-        if type(kept) is dict:  # the dict of the nodes left, made already: the runner takes it
-            out.kept = (among, kept)
-        return out
+        return cls(others=AllBut(among, kept, make, shared))
 
-    def given(self) -> dict[str, Reason] | None:
-        """The reasons as a plain dict when they were all given node by node (read at C speed);
-        None when some are made when read."""
-        return self._given if self._named is None and self._among is None else None
+    @classmethod
+    def set_aside(cls, inner: Mapping[str, Reason]) -> Removals:
+        """`inner`'s nodes, only set aside (an `or` member won while a later alternative remained)."""
+        return cls(others=Aside(inner))
 
-    def _others(self) -> set[str] | None:
-        if self._members is None and self._named is not None:
-            self._members = set(self._named)
-        return self._members
+    @property
+    def reorder(self) -> bool:
+        """The reasons are in an index's order, not the candidates'."""
+        return self.others.reorder if self.others is not None else True
 
     def __getitem__(self, name: str) -> Reason:
-        reason = self._given.get(name)
+        reason = self.given.get(name)
         if reason is not None:
             return reason
-        if name not in self:
+        if self.others is None or name not in self.others:
             raise KeyError(name)
-        assert self._make is not None  # the others come with their maker
-        return self._make(name)
+        return self.others.make(name)
 
     def __contains__(self, name: object) -> bool:
-        if name in self._given:
-            return True
-        if self._among is not None:
-            assert self._kept is not None
-            return name in self._among and name not in self._kept
-        others = self._others()
-        return others is not None and name in others
+        return name in self.given or (self.others is not None and name in self.others)
 
     def __iter__(self) -> Iterator[str]:
-        if self._among is not None:
-            assert self._kept is not None
-            return chain(self._given, filterfalse(self._kept.__contains__, self._among))
-        if self._named is not None:
-            return chain(self._given, self._named)
-        return iter(self._given)
+        return iter(self.given) if self.others is None else chain(self.given, self.others)
 
     # Read at C speed when every reason was given node by node (the usual case).
     def keys(self) -> KeysView[str]:
-        given = self.given()
-        return given.keys() if given is not None else super().keys()
+        return self.given.keys() if self.others is None else super().keys()
 
     def values(self) -> ValuesView[Reason]:
-        given = self.given()
-        return given.values() if given is not None else super().values()
+        return self.given.values() if self.others is None else super().values()
 
     def items(self) -> ItemsView[str, Reason]:
-        given = self.given()
-        return given.items() if given is not None else super().items()
+        return self.given.items() if self.others is None else super().items()
 
     def __len__(self) -> int:
-        if self._among is not None:
-            assert self._kept is not None
-            return len(self._given) + len(self._among) - len(self._kept)
-        return len(self._given) + (len(self._named) if self._named is not None else 0)
+        return len(self.given) + (len(self.others) if self.others is not None else 0)
 
     def shared(self) -> Reason | None:
         """A reason whose step, kind and short text are those of every reason here, or None."""
-        return self._shared if not self._given else None
+        return self.others.shared if self.others is not None and not self.given else None
 
     def blocking(self) -> int:
         """How many of these nodes are infeasible (removed, not set aside), counted once."""
         if self._blocking is None:
-            shared = self.shared()
-            if shared is not None:
-                self._blocking = 0 if shared.kind is Kind.SET_ASIDE else len(self)
-            else:
-                self._blocking = sum(1 for r in self.values() if r.kind is not Kind.SET_ASIDE)
+            counted = self.others.blocking() if self.others is not None and not self.given else None
+            if counted is None:
+                counted = sum(1 for r in self.values() if r.kind is not Kind.SET_ASIDE)
+            self._blocking = counted
         return self._blocking
 
     def kept_of(self, cands: Mapping[str, Any]) -> Candidates | None:
         """What is left of `cands` once these are removed, when the step that found them already made
         that dict (name -> NodeState, in candidate order)."""
-        if self.kept is not None and self.kept[0] is cands:
-            return self.kept[1]
-        return None
-
-
-class SetAside(Mapping[str, Reason]):
-    """The removals of an `or` member that won while a later alternative remained: the nodes could
-    still host the pod, so they are only set aside."""
-
-    __slots__ = ("_inner",)
-
-    def __init__(self, inner: Mapping[str, Reason]) -> None:
-        self._inner = inner
-
-    @staticmethod
-    def convert(reason: Reason) -> Reason:
-        return replace(reason, kind=Kind.SET_ASIDE, message=f"{reason.message} (an `or` kept other nodes)")
-
-    def __getitem__(self, name: str) -> Reason:
-        return self.convert(self._inner[name])
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._inner
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._inner)
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def shared(self) -> Reason | None:
-        inner = shared_reason(self._inner)
-        return self.convert(inner) if inner is not None else None
+        return self.others.left_of(cands) if self.others is not None and not self.given else None
 
 
 def plain(reasons: Mapping[str, Reason]) -> Mapping[str, Reason]:
     """The map as a plain dict when it is one underneath (read at C speed), else as it is."""
-    if isinstance(reasons, Removals):
-        given = reasons.given()
-        if given is not None:
-            return given
+    if isinstance(reasons, Removals) and reasons.others is None:
+        return reasons.given
     return reasons
 
 
 def shared_reason(reasons: Mapping[str, Reason]) -> Reason | None:
     """A reason whose step, kind and short text are those of every reason of the map, or None."""
-    return reasons.shared() if isinstance(reasons, Removals | SetAside) else None
+    return reasons.shared() if isinstance(reasons, Removals) else None
 
 
 def blocking(reasons: Mapping[str, Reason]) -> int:
     """How many of these nodes are infeasible (removed, not set aside)."""
-    if isinstance(reasons, SetAside):
-        return 0
     if isinstance(reasons, Removals):
         return reasons.blocking()
     return sum(1 for r in reasons.values() if r.kind is not Kind.SET_ASIDE)

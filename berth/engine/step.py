@@ -40,6 +40,7 @@ __all__ = [
     "Kept",
     "MemoKey",
     "NodeFilter",
+    "Noted",
     "PodContext",
     "Raws",
     "Removals",
@@ -152,10 +153,21 @@ MemoKey = tuple[Hashable, tuple[Any, ...]]
 @dataclass(slots=True)
 class Kept:
     """A step's set-level answer over one candidate set, as the engine keeps it with those candidates:
-    the state it was worked out in, and the answer (removals, values or raws)."""
+    the state it was worked out in, the answer (removals, values or raws), and what the step noted to
+    mend it later (`Noted`), its own."""
 
     state: tuple[Any, ...]
     answer: Any
+    notes: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Noted:
+    """A set-level answer (or a mended one) with what its step needs to mend it later: the engine runs
+    with the answer and keeps the notes on its memo record (`Kept.notes`)."""
+
+    answer: Any
+    notes: Any
 
 
 class Step(Generic[P]):
@@ -193,7 +205,8 @@ class Step(Generic[P]):
 
     def mend(self, before: Kept, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Any:
         """The answer over the same candidates for the same question as `before`, in a later state,
-        made from `before` (a few pods placed since change a few nodes); None, the default: worked
+        made from `before.answer` and `before.notes` (a few pods placed since change a few nodes),
+        `Noted` to be mended again; `before.answer` itself keeps its notes; None, the default: worked
         out afresh. Only when measured (docs/engine.md)."""
         return None
 
@@ -226,8 +239,10 @@ class NodeFilter(Step[P]):
         # A node-only filter: the same candidates and node records give the same removals.
         return ((), (self._every_failing(prepared, ctx),)) if self.node_only else None
 
-    def removals(self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext) -> Mapping[str, Reason]:
-        """The candidates this filter removes, each with its Reason."""
+    def removals(
+        self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext
+    ) -> Mapping[str, Reason] | Noted:
+        """The candidates this filter removes, each with its Reason (`Noted` for a step that mends)."""
         if self.node_only:
             failing = self._every_failing(prepared, ctx)
             return Removals((n, r) for n, r in failing.items() if n in cands) if failing else {}
@@ -275,8 +290,8 @@ class SetFilter(Step[P]):
 
     def select_among(
         self, cands: Mapping[str, NodeState], prepared: P, ctx: PodContext
-    ) -> Mapping[str, Reason]:
-        """select() over the candidates; only candidates can be removed."""
+    ) -> Mapping[str, Reason] | Noted:
+        """select() over the candidates; only candidates can be removed (`Noted` for a step that mends)."""
         removed = self.select(list(cands.values()), prepared, ctx)
         if all(n in cands for n in removed):
             return removed

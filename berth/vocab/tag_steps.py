@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from berth.cluster.topology import FIELD as TOPOLOGY_KEY
 from berth.cluster.topology import short
 from berth.cluster.view import NodeState
-from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, Skipped, Tier, skip
+from berth.engine.step import Kept, MemoKey, NodeFilter, Noted, PodContext, Removals, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.json_annotation import show
 from berth.vocab import step_names
@@ -178,7 +178,7 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
-    ) -> Mapping[str, Reason]:
+    ) -> Mapping[str, Reason] | Noted:
         # Only the nodes holding an excluded tag can fail; nodes with the same counts share a Reason.
         key = _affinity(ctx).topology
         if key is not None:
@@ -193,9 +193,10 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
                     found.setdefault(name, []).append((tag, count))
         made: dict[tuple, Reason] = {}
         removed = Removals((name, self._found(tuple(pairs), message, made)) for name, pairs in found.items())
+        if len(prepared) > 1:
+            return removed
         # What mend() needs: the Reasons by counts, and the holders these removals were made from.
-        removed.notes = (made, dict(holders[0])) if len(prepared) == 1 else None
-        return removed
+        return Noted(removed, (made, dict(holders[0])))
 
     def _per_domain(
         self, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext, key: str
@@ -215,34 +216,30 @@ class RequireWithoutTag(NodeFilter[tuple[str, ...]]):
         if domains.unlabelled:
             unlabelled = _unlabelled(self.name, key, REQUIRE_WITHOUT)
             out.extend((name, unlabelled) for name in domains.unlabelled if name in cands)
-        removed = Removals(out)
-        removed.notes = None
-        return removed
+        return Removals(out)
 
     def mend(
         self, before: Kept, cands: Mapping[str, NodeState], prepared: tuple[str, ...], ctx: PodContext
-    ) -> Mapping[str, Reason] | None:
+    ) -> Noted | None:
         # One tag, a few holders changed since (the pods placed meanwhile): the removals before, with
         # those nodes' entries made again. A dict keeps the order its keys came in, so the removals
         # keep the holders' order, as when made from scratch.
-        if getattr(before.answer, "notes", None) is None:
+        if before.notes is None:
             return None
-        made, seen = before.answer.notes
+        made, seen = before.notes
         held = ctx.tag_holders(prepared[0])
         changed = {name for name, _ in held.items() ^ seen.items()}
         if len(changed) > CHANGED_IN_PLACE:
             return None
         message = self._message(prepared, ctx)
-        given = dict(before.answer.given())
+        given = dict(before.answer.given)
         for name in changed:
             count = held.get(name)
             if count is None or name not in cands:
                 given.pop(name, None)
             else:
                 given[name] = self._found(((prepared[0], count),), message, made)
-        removed = Removals(given)
-        removed.notes = (made, dict(held))
-        return removed
+        return Noted(Removals(given), (made, dict(held)))
 
     def _found(
         self,

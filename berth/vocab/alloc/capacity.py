@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from berth.cluster.view import NodeColumn, NodeState
-from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, SetFilter, Skipped, skip
+from berth.engine.step import Kept, MemoKey, NodeFilter, Noted, PodContext, Removals, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import (
     MIB,
@@ -98,7 +98,7 @@ class _MinResource(AllocStep, NodeFilter[_Need]):
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: _Need, ctx: PodContext
-    ) -> Mapping[str, Reason]:
+    ) -> Mapping[str, Reason] | Noted:
         # Under override-overprovisioning every node has the same ratios, so the pod needs the same
         # amount everywhere: when the node with the least unreserved has room, every node has.
         column = unreserved_column(ctx, self.setup, self.resource)
@@ -287,7 +287,7 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
 
     def select_among(
         self, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext
-    ) -> Mapping[str, Reason]:
+    ) -> Mapping[str, Reason] | Noted:
         count = (len(cands) * 3) // 20
         column = unreserved_column(ctx, self.setup, "ram")
         if count < 1 or column is None:
@@ -301,24 +301,21 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
         reserve = Removals.named(
             largest, lambda name: self._reason(count, total, kept_free[name]), shared=True
         )
-        reserve.notes = (kept_free[largest[-1]], kept_free)  # for mend(): the floor, the reserve's values
-        return reserve
+        return Noted(reserve, (kept_free[largest[-1]], kept_free))  # for mend(): the floor, the values
 
     def mend(self, before: Kept, cands: Mapping[str, NodeState], prepared: None, ctx: PodContext) -> Any:
         # The same candidates, where only nodes outside the reserve changed and stayed below its
         # smallest value (the node the last pod of a burst went to), keep the same reserve.
-        reserve = before.answer
-        notes = getattr(reserve, "notes", None)
         column, version = before.state
-        if notes is None or column is not unreserved_column(ctx, self.setup, "ram"):
+        if before.notes is None or column is not unreserved_column(ctx, self.setup, "ram"):
             return None
-        floor, in_reserve = notes
+        floor, in_reserve = before.notes
         changed = column.changed_since(version)
         values = column.values
         if changed is not None and all(
             n not in cands or (n not in in_reserve and values[n] < floor) for n in changed
         ):
-            return reserve
+            return before.answer
         return None
 
     def _order(self, column: NodeColumn, ctx: PodContext) -> Iterator[str]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from berth.cluster.topology import short
 from berth.cluster.view import NodeState
-from berth.engine.step import Kept, MemoKey, NodeFilter, PodContext, Removals, SetFilter, Skipped, skip
+from berth.engine.step import Kept, MemoKey, NodeFilter, Noted, PodContext, Removals, SetFilter, Skipped, skip
 from berth.engine.types import Kind, Phase, Reason
 from berth.vocab.alloc.base import AllocStep
 from berth.vocab.alloc.hints import Hint, Hints, resolve
@@ -144,7 +144,7 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
 
     def select_among(
         self, cands: Mapping[str, NodeState], prepared: tuple[Hint, ...], ctx: PodContext
-    ) -> Mapping[str, Reason]:
+    ) -> Mapping[str, Reason] | Noted:
         if prepared:
             return super().select_among(cands, prepared, ctx)
         # Spreading concerns only the nodes that already host pods of the namespace; their reasons,
@@ -161,15 +161,13 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         ctx: PodContext,
         counts: dict[str, int],
         kept_before: tuple[Mapping[str, NodeState], list[str]] | None = None,
-    ) -> Removals:
+    ) -> Noted:
         """The nodes of `counts` (the candidates hosting pods of the namespace) set aside, none when
         that is none or all of them. `kept_before` is what was left before and the nodes of `counts`
-        not set aside then, when that is all that changed. Notes for mend(): the counts, and the
+        not set aside then, when that is all that changed. Noted for mend(): the counts, and the
         candidates left."""
         if not counts or len(counts) == len(cands):
-            nothing = Removals()
-            nothing.notes = (counts, cands)
-            return nothing
+            return Noted(Removals(), (counts, cands))
         by_count: dict[int, Reason] = {}
         namespace = ctx.pod.namespace  # the reasons are made when read, kept in a memo: not the ctx
 
@@ -179,27 +177,26 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
                 by_count[count] = self._spread_reason(namespace, count)
             return by_count[count]
 
-        spread = Removals.named(list(counts), reason, shared=True, reorder=True)
+        names = list(counts)
         if kept_before is not None:
             before, added = kept_before
             kept = ctx.remaining(before, added)  # not a copy of thousands of nodes for a few new owners
         else:
-            kept = ctx.without(cands, spread)
-        spread.kept = (cands, kept)  # the runner takes it as it is
-        spread.notes = (counts, kept)
-        return spread
+            kept = ctx.without(cands, Removals.named(names, reason))
+        # what is left, made here: the runner takes it as it is
+        spread = Removals.named(names, reason, shared=True, reorder=True, left=(cands, kept))
+        return Noted(spread, (counts, kept))
 
     def mend(
         self, before: Kept, cands: Mapping[str, NodeState], prepared: tuple[Hint, ...], ctx: PodContext
-    ) -> Mapping[str, Reason] | None:
+    ) -> Noted | Mapping[str, Reason] | None:
         """The spread of the same candidates as a decision before, from it and the owner changes since
         (the pods placed meanwhile): the counts replayed as the view's index made them, so they keep
         its order. What is left is what was left before less the new owners, unless a node stopped
         hosting pods of the namespace: it goes back among the others, so that is worked out again."""
-        notes = getattr(before.answer, "notes", None)
-        if notes is None:
+        if before.notes is None:
             return None
-        counts, kept = notes
+        counts, kept = before.notes
         changes = ctx.view.owners_changed_since(ctx.pod.namespace, before.state[0])
         if changes is None or len(changes) > MENDED_AT_MOST:
             return None
