@@ -5,7 +5,6 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,18 +19,17 @@ from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, Or, Pipe, describe, flatten, run
 from berth.engine.decision import Decision, PlacementSummary
 from berth.engine.draws import Seeded
-from berth.engine.ledger import Candidates, Ledger, shared_reason
+from berth.engine.ledger import Candidates, Ledger, StepRun
 from berth.engine.slots import is_known, known, slots_of
 from berth.engine.step import PodContext, Skipped, Step
 from berth.engine.types import (
     ErrorInfo,
     Event,
     Kind,
-    NodeResult,
     Phase,
     Reason,
-    StepTrace,
 )
+from berth.engine.wording import failed_placement, no_choice, no_fit_message, placed, step_events
 from berth.errors import SpecError
 
 UNKNOWN_NODE = "berth/cluster-view"
@@ -168,7 +166,7 @@ def _decide(
 
     if not ledger.kept:
         message = no_fit_message(pipeline.chain, ctx, ledger.removals, len(names))
-        events.append(Event("Warning", "FailedPlacement", message))
+        events.append(failed_placement(message))
         return Decision(
             pod=pod.key,
             chosen=None,
@@ -189,26 +187,10 @@ def _decide(
 
     if had_no_choice:
         summary = PlacementSummary(score=best, margin=None, top=((chosen, best),), feasible=feasible)
-        events.append(
-            Event(
-                "Normal",
-                "HadNoChoice",
-                f"{chosen} was the only feasible node of {len(names)}: placed there without consulting "
-                "preferences (a placement made without a choice, neither honoured nor violated)",
-            )
-        )
+        events.append(no_choice(chosen, len(names)))
     else:
-        events.extend(_step_events(pipeline, ledger, ctx))
+        events.extend(step_events(pipeline.with_events, ledger.runs, ctx))
         ranked = _ranked(finalists, totals, tied, best, TOP_CANDIDATES + 1)
-        shown = ", ".join(f"{name} ({_num(score)})" for name, score in ranked[:TOP_CANDIDATES])
-        more = f" and {len(finalists) - TOP_CANDIDATES} more" if len(finalists) > TOP_CANDIDATES else ""
-        events.append(
-            Event(
-                "Normal",
-                "FinalCandidates",
-                f"schedule final candidates: {shown}{more} of {feasible} feasible",
-            )
-        )
         runner_up = next(((n, s) for n, s in ranked if n != chosen), None)
         summary = PlacementSummary(
             score=best,
@@ -217,9 +199,7 @@ def _decide(
             feasible=feasible,
             set_aside=ledger.set_aside(),
         )
-        margin = f", margin {_num(best - runner_up[1])} over {runner_up[0]}" if runner_up else ""
-        tie = f"; tie among {len(tied)} broken by seed {seed}" if len(tied) > 1 else ""
-        events.append(Event("Normal", "Placed", f"placed on {chosen} with score {_num(best)}{margin}{tie}"))
+        events.extend(placed(chosen, summary, len(finalists), runner_up and runner_up[0], len(tied), seed))
 
     return Decision(
         pod=pod.key,
@@ -361,71 +341,16 @@ def _ranked(
     return ranked + sorted(others, key=lambda p: (-p[1], p[0]))[: count - len(ranked)]
 
 
-def _step_events(pipeline: Pipeline, ledger: Ledger, ctx: PodContext) -> list[Event]:
-    """The events the steps add to a placed pod (only steps that define any are traced for it)."""
-    steps = pipeline.with_events
-    out = []
-    for run_ in ledger.runs:
-        step = steps.get(run_.step)
-        if step is None or run_.step not in ctx.prepared:
-            continue
-        prepared = ctx.prepared[run_.step]
-        if not step.has_event(prepared):
-            continue
-        event = step.event(run_.trace(), prepared, ctx)
-        if event is not None:
-            out.append(event)
-    return out
-
-
-def _num(value: float | None) -> str:
-    value = value or 0.0
-    return str(int(value)) if float(value).is_integer() else f"{value:.3f}".rstrip("0")
-
-
-def no_fit_message(
-    chain: Member, ctx: PodContext, removals: list[Mapping[str, Reason]] | dict[str, Reason], total: int
-) -> str:
-    """The 409 text: the user constraints that removed nodes, by name, then the count of every
-    reason in kube-scheduler's "0/N nodes are available" form."""
-    if isinstance(removals, dict):
-        removals = [removals]
-    counts: Counter = Counter()
-    blocking_steps: set[str] = set()
-    for removed in removals:
-        shared = shared_reason(removed)
-        if shared is not None:
-            counts[shared.short()] += len(removed)
-            if shared.kind is not Kind.SET_ASIDE:
-                blocking_steps.add(shared.step)
-            continue
-        for reason in removed.values():
-            counts[reason.short()] += 1
-            if reason.kind is not Kind.SET_ASIDE:
-                blocking_steps.add(reason.step)
-    constraints = []
-    for step in flatten(chain):
-        if step.name in blocking_steps:
-            text = step.constraint(ctx.prepared.get(step.name))
-            if text and text not in constraints:
-                constraints.append(text)
-    histogram = ", ".join(f"{n} {text}" for text, n in sorted(counts.items()))
-    available = f"0/{total} nodes are available: {histogram}." if total else "0/0 nodes are available."
-    if constraints:
-        return f"no node satisfies {'; '.join(constraints)}; {available}"
-    return available
-
-
 def _invalid(pod: Pod, names: Sequence[str], exc: SpecError, chain: tuple[str, ...], seed: int) -> Decision:
     message = exc.message
     not_evaluated = Reason("berth/spec", Kind.UNMET, "not evaluated: the specification is invalid")
+    spec = StepRun("berth/spec", Phase.HARD, {}, {}, {}, note=f"invalid: {message}")
     return Decision(
         pod=pod.key,
         chosen=None,
         error=ErrorInfo(400, message, tuple(exc.errors)),
-        nodes=tuple(NodeResult(name=n, feasible=False, reasons=(not_evaluated,)) for n in names),
+        ledger=Ledger(names, {}, [dict.fromkeys(names, not_evaluated)], [], [spec]),
         events=(Event("Warning", "InvalidPlacementSpec", message),),
-        steps=(StepTrace("berth/spec", "hard", (), note=f"invalid: {message}"),),
         chain=chain,
         seed=seed,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.engine.ledger import Ledger
-from berth.engine.types import ErrorInfo, Event, Kind, NodeResult, Reason, StepTrace
+from berth.engine.types import ErrorInfo, Event, NodeResult, Reason, StepTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +33,9 @@ class PlacementSummary:
 class Decision:
     """The engine's one answer for one pod (docs/engine.md).
 
-    `nodes` (every node's result, in the order the nodes were asked about) and `steps` (the trace)
-    are built on first read from the engine's ledger. The extender reads what it needs directly:
-    `candidate_names()`, `failures()` and `scores()`.
+    Every answer is read from the engine's ledger: `nodes` (every node's result, in the order the
+    nodes were asked about) and `steps` (the trace) are built on first read; the extender reads what
+    it needs directly: `candidate_names()`, `failures()` and `scores()`.
     """
 
     __slots__ = (
@@ -57,14 +57,11 @@ class Decision:
         pod: str,
         chosen: str | None,
         error: ErrorInfo | None,
-        nodes: tuple[NodeResult, ...] | None = None,
+        ledger: Ledger,
         events: tuple[Event, ...] = (),
-        steps: tuple[StepTrace, ...] | None = None,
         chain: tuple[str, ...] = (),
         seed: int = 0,
         had_no_choice: bool = False,
-        *,
-        ledger: Ledger | None = None,
         summary: PlacementSummary | None = None,
     ) -> None:
         self.summary = summary
@@ -76,20 +73,18 @@ class Decision:
         self.seed = seed
         self.had_no_choice = had_no_choice
         self._ledger = ledger
-        self._nodes = nodes if nodes is not None or ledger is not None else ()
-        self._steps = steps if steps is not None or ledger is not None else ()
+        self._nodes: tuple[NodeResult, ...] | None = None
+        self._steps: tuple[StepTrace, ...] | None = None
 
     @property
     def nodes(self) -> tuple[NodeResult, ...]:
         if self._nodes is None:
-            assert self._ledger is not None
             self._nodes = self._ledger.results()
         return self._nodes
 
     @property
     def steps(self) -> tuple[StepTrace, ...]:
         if self._steps is None:
-            assert self._ledger is not None
             self._steps = self._ledger.traces()
         return self._steps
 
@@ -102,33 +97,21 @@ class Decision:
 
     def candidate_names(self) -> list[str]:
         """The nodes that reached the end of the chain, in the order they were asked about."""
-        if self._ledger is not None:
-            return list(self._ledger.candidate_names())
-        return [n.name for n in self.nodes if n.candidate]
+        return list(self._ledger.candidate_names())
 
     def failures(self) -> dict[str, Reason]:
         """Every node that is not a candidate -> a reason with its step, kind and short text (the
         node-side values of a reason shared by many nodes may be another node's)."""
-        if self._ledger is not None:
-            return self._ledger.failures()
-        return {n.name: n.reasons[0] for n in self.nodes if not n.candidate and n.reasons}
+        return self._ledger.failures()
 
     def failure_texts(self) -> tuple[dict[str, str], dict[str, str]]:
         """The extender's two failure maps, node -> the short text of its reason: FailedNodes (an
         eviction could help, or set aside) and FailedAndUnresolvableNodes (a rule it cannot meet)."""
-        if self._ledger is not None:
-            return self._ledger.failure_texts()
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
-        for name, reason in self.failures().items():
-            (unresolvable if reason.kind is Kind.UNMET else failed)[name] = reason.short()
-        return failed, unresolvable
+        return self._ledger.failure_texts()
 
     def scores(self) -> dict[str, float]:
         """Candidate -> its score."""
-        if self._ledger is not None:
-            return self._ledger.scores()
-        return {n.name: n.score for n in self.nodes if n.candidate and n.score is not None}
+        return self._ledger.scores()
 
     def outcome(self) -> Decision:
         """The decision without its per-node results and trace: what is worth keeping once it has been
@@ -137,6 +120,7 @@ class Decision:
             pod=self.pod,
             chosen=self.chosen,
             error=self.error,
+            ledger=Ledger.empty(),
             events=self.events,
             chain=self.chain,
             seed=self.seed,

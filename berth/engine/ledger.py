@@ -595,6 +595,11 @@ class Ledger:
     _total_array: np.ndarray | None = None
     _finalists: list[str] | None = None
 
+    @classmethod
+    def empty(cls) -> Ledger:
+        """The ledger of a decision kept without its per-node results and trace."""
+        return cls((), {}, [], [], [])
+
     # -- what the engine and the extender read ------------------------------------------------
     def candidate_names(self) -> list[str]:
         if self._finalists is None:
