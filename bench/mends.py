@@ -53,6 +53,13 @@ def strict_scenario() -> Scenario:
     return Scenario("allocator-strict", probe, ("default",))
 
 
+def new_app_scenario() -> Scenario:
+    """The allocator's pod in a namespace with no pod yet: the spread by owner sets aside one node
+    more with each pod placed."""
+    probe = pod("probe-new-app", "bench-mends", labels={"app.kubernetes.io/name": "new-app"})
+    return Scenario("allocator-new-app", probe, ("default",))
+
+
 def mending_steps() -> list[type[Step]]:
     """The step classes of the default chain that mend, in chain order."""
     out: list[type[Step]] = []
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     bursts = [s for s in scenarios() if s.name in ("allocator", "tag-affinity")]
-    bursts += [group_scenario(), strict_scenario()]
+    bursts += [new_app_scenario(), group_scenario(), strict_scenario()]
     # (step, scenario, mend) -> per round: (median us of the step's runs, whole decision p50 ms,
     # how many answers the mend made)
     figures: dict[tuple[str, str, bool], list[tuple[float, float, int]]] = {}
@@ -124,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
         print(f"[bench.mends] round {round_ + 1} done", file=sys.stderr, flush=True)
 
+    print("### Each mend against its answer worked out afresh")
     print(
         f"{args.size} ({len(view.node_names())} nodes), {args.decisions} decisions per burst, "
         f"median of {args.rounds} rounds (their range)"

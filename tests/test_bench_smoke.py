@@ -191,3 +191,18 @@ def test_a_scale_run_says_what_it_asked_of_the_api_server_per_pod():
         "POST pods/binding 1.00",
         "PATCH pods/status 0.50",
     ]
+
+
+def test_the_mend_benchmark_finds_a_burst_where_each_mend_answers(tmp_path):
+    from bench.mends import mending_steps
+
+    out = _bench(["bench.mends", "--size", "tiny", "--decisions", "12", "--rounds", "1"], tmp_path)
+    rows = _tables(out)["Each mend against its answer worked out afresh"]
+    steps = {cls.name for cls in mending_steps()}
+    assert steps == {r["step"] for r in rows} and len(steps) == 3
+    for row in rows:
+        for cell in list(row.values())[3:]:
+            _number(cell.split(" (")[0])
+    # A mend timed in no burst where it answers would say nothing of what it saves.
+    for step in steps:
+        assert max(float(r["mended answers per burst"]) for r in rows if r["step"] == step) > 0, step
