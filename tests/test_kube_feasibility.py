@@ -21,6 +21,43 @@ def test_a_node_that_is_not_ready_is_removed(place):
     assert str(_reason(decision, "down")) == "kube/node-ready: node is not Ready"
 
 
+@pytest.mark.parametrize(
+    ("tolerations", "allowed"),
+    [
+        # what a network plugin's DaemonSet carries: every taint tolerated
+        pytest.param([{"operator": "Exists"}], True, id="tolerating everything"),
+        pytest.param(
+            [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
+            True,
+            id="tolerating the not-ready NoSchedule taint",
+        ),
+        # every pod's default: NoExecute for 300 s keeps a running pod, it does not admit a new one
+        pytest.param(
+            [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+            ],
+            False,
+            id="the default NoExecute toleration",
+        ),
+    ],
+)
+def test_a_node_that_is_not_ready_takes_a_pod_that_tolerates_the_not_ready_taint(place, tolerations, allowed):
+    # kube-scheduler has no check of the Ready condition: the node lifecycle controller taints a
+    # not-Ready node node.kubernetes.io/not-ready:NoSchedule, and TaintToleration does the rest. (The
+    # allocator's own hard-filter-running, sdc-designation's "running servers only", still applies
+    # in the default chain.)
+    decision = place(pod("p", spec={"tolerations": tolerations}), node("down", ready=False), node("up"))
+    ready = next(s for s in decision.steps if s.step == "kube/node-ready")
+    assert ("down" in ready.removed) is not allowed
+    if not allowed:
+        assert str(ready.removed["down"]) == "kube/node-ready: node is not Ready"
+
+
 def test_a_cordoned_node_is_removed_unless_the_pod_tolerates_it(place):
     cordoned = node("cordoned", unschedulable=True)
     decision = place(pod("p"), node("up"), cordoned)
