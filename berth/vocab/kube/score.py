@@ -35,10 +35,11 @@ Integer arithmetic is kube's (int64, truncating); the spreading score is rounded
 
 `value` (the rule) gives each node's raw values; `normalise` turns the raws of the candidates into
 totals. `values` (the fast path) gathers the same raws as arrays from the view's indexes and columns
-and normalises them with the same function. The raw values of TaintToleration, NodeAffinity and the
-resource plugins are their own modules' functions, the same on both paths (taint_toleration,
-node_affinity, node_resources); those of InterPodAffinity and PodTopologySpread are read here from
-what interpod and spread prepare.
+and normalises them with the same function. Each plugin's raw value is one function, the same on both
+paths: TaintToleration's, NodeAffinity's and the resource plugins' in their own modules
+(taint_toleration, node_affinity, node_resources); InterPodAffinity's and PodTopologySpread's here
+(`_inter_pod`, `_spread`, over slots: the rule asks them at its node's slot alone), from what interpod
+and spread prepare.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from berth.cluster.model import Node, Toleration
+from berth.cluster.model import Toleration
 from berth.cluster.topology import HOSTNAME
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import ArrayValues, PodContext, Skipped, Tier, skip
@@ -76,9 +77,9 @@ class Raw(NamedTuple):
     balanced: int
     # kube's spreading: the node lacks a topology label of the pod's own constraints (scored 0)
     ignored: bool
-    # per spreading constraint: (the node has its topology label, the label's value, the matching pods
-    # in that domain, or on the node for the hostname)
-    spread: tuple[tuple[bool, str, int], ...]
+    # per spreading constraint: (the node has its topology label, the id of the label's value, the
+    # matching pods in that domain, or on the node for the hostname)
+    spread: tuple[tuple[bool, int, int], ...]
 
 
 @dataclass
@@ -131,6 +132,10 @@ class _KubeScore(Tier[Prepared]):
     # A Raw, not the int a Tier's value is: normalise turns the candidates' Raws into their scores.
     def value(self, state: NodeState, prepared: Prepared, ctx: PodContext) -> Raw:  # type: ignore[override]
         node = state.node
+        # InterPodAffinity's and PodTopologySpread's raws from the functions `values` gathers them
+        # with, at this node's slot alone
+        nodes, at = _Nodes.of(ctx.view), np.array([ctx.view.slots().index[node.name]])
+        ignored, spread = _spread(nodes, prepared, ctx, at)
         nonzero_cpu, nonzero_memory = state.nonzero_cpu, state.nonzero_memory
         used_cpu, used_memory = state.requested.get("cpu", 0), state.requested.get("memory", 0)
         cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
@@ -138,11 +143,7 @@ class _KubeScore(Tier[Prepared]):
         return Raw(
             taints=intolerable(node, prepared.tolerations) if prepared.taints else 0,
             node_affinity=preferred_weight(node, prepared.preferred),
-            inter_pod=sum(
-                values.get(node.labels[key], 0)
-                for key, values in prepared.topology.items()
-                if key in node.labels
-            ),
+            inter_pod=int(_inter_pod(nodes, prepared, at)[0]),
             least=least_allocated(
                 np.array([cpu]),
                 np.array([memory]),
@@ -161,26 +162,9 @@ class _KubeScore(Tier[Prepared]):
             )[0].item()
             if resources
             else 0,
-            ignored=_ignored(node, prepared.soft),
-            spread=self._spread(node, prepared, ctx),
+            ignored=bool(ignored[0]),
+            spread=tuple((bool(h[0]), int(i[0]), int(c[0])) for h, i, c in spread),
         )
-
-    def _spread(self, node: Node, prepared: Prepared, ctx: PodContext) -> tuple[tuple[bool, str, int], ...]:
-        soft = prepared.soft
-        if soft is None:
-            return ()
-        out = []
-        for i, constraint in enumerate(soft.constraints):
-            value = node.labels.get(constraint.topology_key)
-            if value is None:
-                out.append((False, "", 0))
-            elif constraint.selector.empty:
-                out.append((True, value, 0))
-            elif constraint.topology_key == HOSTNAME:
-                out.append((True, value, matching_nodes(constraint.selector, ctx).get(node.name, 0)))
-            else:
-                out.append((True, value, prepared.domains[i].get(value, 0)))
-        return tuple(out)
 
     def normalise(self, values: Mapping[str, Raw], prepared: Prepared, ctx: PodContext) -> dict[str, int]:
         raws = list(values.values())
@@ -234,11 +218,7 @@ class _KubeScore(Tier[Prepared]):
             )[at]
         else:
             preference = np.zeros(count, np.int64)
-        inter_pod = np.zeros(count, np.int64)
-        for key, scores in prepared.topology.items():
-            ids, _ = nodes.label(key)
-            table = nodes.table(key, scores)
-            inter_pod += table[ids[at]]
+        inter_pod = _inter_pod(nodes, prepared, at)
         if prepared.resources:
             cpu, memory = nodes.allocatable("cpu")[at], nodes.allocatable("memory")[at]
             used = {
@@ -258,31 +238,8 @@ class _KubeScore(Tier[Prepared]):
             )
         else:
             least = balanced = np.zeros(count, np.int64)
-        spread = []
-        ignored = np.zeros(len(at), dtype=bool)
-        soft = prepared.soft
-        if soft is not None:
-            ids_of = [nodes.label(c.topology_key)[0][at] for c in soft.constraints]
-            if soft.require_all:
-                for ids in ids_of:
-                    ignored |= ids < 0
-            for i, constraint in enumerate(soft.constraints):
-                ids = ids_of[i]
-                has = ids >= 0
-                if constraint.selector.empty:
-                    counts = np.zeros(len(at), np.int64)
-                elif constraint.topology_key == HOSTNAME:
-                    on = np.zeros(len(view.slots().names), np.int64)
-                    index = view.slots().index
-                    for name, count in matching_nodes(constraint.selector, ctx).items():
-                        if name in index:
-                            on[index[name]] = count
-                    counts = on[at]
-                else:
-                    table = nodes.table(constraint.topology_key, prepared.domains[i])
-                    counts = table[ids]
-                domains = len(np.unique(ids[~ignored]))
-                spread.append((has, counts, domains))
+        ignored, raws = _spread(nodes, prepared, ctx, at)
+        spread = [(has, counts, len(np.unique(ids[~ignored]))) for has, ids, counts in raws]
         totals = _totals(
             taints=taints,
             node_affinity=preference,
@@ -366,12 +323,47 @@ def _any_prefer_no_schedule(view: ClusterView) -> bool:
     )
 
 
-def _ignored(node: Node, soft: Soft | None) -> bool:
-    return (
-        soft is not None
-        and soft.require_all
-        and any(c.topology_key not in node.labels for c in soft.constraints)
-    )
+def _inter_pod(nodes: _Nodes, prepared: Prepared, at: np.ndarray) -> np.ndarray:
+    """InterPodAffinity's raw value of the nodes at slots `at`: the summed weights of the terms that
+    select pods in each node's domains (prepared.topology: label key -> domain -> weight)."""
+    out = np.zeros(len(at), np.int64)
+    for key, scores in prepared.topology.items():
+        ids, _ = nodes.label(key)
+        out += nodes.table(key, scores)[ids[at]]
+    return out
+
+
+def _spread(
+    nodes: _Nodes, prepared: Prepared, ctx: PodContext, at: np.ndarray
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """PodTopologySpread's raws of the nodes at slots `at`: which lack a topology label of the pod's
+    own constraints (scored 0 when it requires them all), and per constraint (the node has its
+    label, the id of the label's value, the matching pods in that domain, or on the node for the
+    hostname: read only where the node has the label)."""
+    ignored = np.zeros(len(at), dtype=bool)
+    soft = prepared.soft
+    if soft is None:
+        return ignored, []
+    ids_of = [nodes.label(c.topology_key)[0][at] for c in soft.constraints]
+    if soft.require_all:
+        for ids in ids_of:
+            ignored |= ids < 0
+    out = []
+    for i, constraint in enumerate(soft.constraints):
+        ids = ids_of[i]
+        if constraint.selector.empty:
+            counts = np.zeros(len(at), np.int64)
+        elif constraint.topology_key == HOSTNAME:
+            index = ctx.view.slots().index
+            on = np.zeros(len(index), np.int64)
+            for name, count in matching_nodes(constraint.selector, ctx).items():
+                if name in index:
+                    on[index[name]] = count
+            counts = on[at]
+        else:
+            counts = nodes.table(constraint.topology_key, prepared.domains[i])[ids]
+        out.append((ids >= 0, ids, counts))
+    return ignored, out
 
 
 def _round(values: np.ndarray) -> np.ndarray:
