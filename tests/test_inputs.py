@@ -3,6 +3,7 @@ in one line naming the file, exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import subprocess
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from berth import inputs
 from berth.cli import main
@@ -198,3 +201,82 @@ def test_no_traceback_from_the_installed_command_on_a_pipe_of_garbage():
     )
     assert result.returncode == 2
     assert b"Traceback" not in result.stderr and result.stderr.count(b"\n") == 1
+
+
+WRONG_TYPES = st.sampled_from([None, 7, -1.5, True, "x", [], {}, [1, "a"], {"a": [1]}, {"key": None}])
+RICH_POD = yaml.safe_load(
+    """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: rich
+  namespace: shop
+  labels: {app: web, tier: front}
+  annotations: {berth.dev/tags: '["web"]', berth.dev/affinity: '{"prefer_with_tag": ["db"]}'}
+spec:
+  nodeSelector: {disk: ssd}
+  tolerations: [{key: dedicated, operator: Equal, value: web, effect: NoSchedule}]
+  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - {weight: 10, preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}}
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 50
+        podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway,
+     labelSelector: {matchLabels: {app: web}}}
+  containers:
+  - name: main
+    image: busybox
+    ports: [{containerPort: 80, hostPort: 8080}]
+    resources: {requests: {cpu: 250m, memory: 128Mi}}
+"""
+)
+
+
+def _places(tree, at=()):
+    """The path of every value in a parsed document."""
+    yield at
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, value in items:
+        yield from _places(value, (*at, key))
+
+
+def _put(tree, at, value):
+    for key in at[:-1]:
+        tree = tree[key]
+    tree[at[-1]] = value
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_field_of_the_wrong_type_anywhere_is_refused_by_name_never_a_traceback(tmp_path, capsys, data):
+    # A list where kubectl writes a string, a number where a label value should be (`version: 1.0`):
+    # every reader names what it cannot use, and main() maps only those errors, so anything else
+    # would be a traceback here.
+    cluster = yaml.safe_load(CLUSTER.read_text())
+    pod_doc = copy.deepcopy(RICH_POD)
+    target = data.draw(st.sampled_from(["cluster", "pod"]))
+    tree = cluster if target == "cluster" else pod_doc
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.sampled_from(list(_places(tree))[1:]))
+        _put(tree, at, copy.deepcopy(data.draw(WRONG_TYPES)))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod_doc))
+    files = ["--cluster", str(tmp_path / "cluster.yaml")]
+    command = data.draw(
+        st.sampled_from(
+            [
+                ["simulate", *files, "--pod", str(tmp_path / "pod.yaml"), "--detail"],
+                ["capacity", *files, "--pod", str(tmp_path / "pod.yaml")],
+                ["audit", *files],
+                ["rebalance", *files],
+            ]
+        )
+    )
+    code = main(command)  # returns: nothing raised
+    err = capsys.readouterr().err
+    assert code in (0, 1, 2)
+    assert all(line.startswith("berth") for line in err.splitlines()), err

@@ -87,10 +87,10 @@ def _label(obj: dict[str, Any]) -> str:
         return "policy tree"
     if looks_like_config(obj):
         return "allocator configuration"
-    meta = obj.get("metadata") or {}
+    meta = _metadata(obj)
     ns = meta.get("namespace")
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
-    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
+    return f"{obj.get('kind', '?')} {f'{ns}/' if ns else ''}{name}"
 
 
 def _config_problems(data: Any, warnings: list[str] | None = None) -> list[str]:
@@ -168,8 +168,14 @@ def _error_field(problem: str, obj: dict[str, Any]) -> tuple[str, str]:
 def _identity(obj: dict[str, Any]) -> dict[str, Any]:
     if is_policy_tree(obj) or looks_like_config(obj):
         return {"kind": None, "namespace": None, "name": None}
-    meta = obj.get("metadata") or {}
+    meta = _metadata(obj)
     return {"kind": obj.get("kind"), "namespace": meta.get("namespace"), "name": meta.get("name")}
+
+
+def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's metadata, or nothing when it is not a mapping (named by the checks, not here)."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
 def _check(

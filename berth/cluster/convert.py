@@ -45,6 +45,24 @@ def _berth_annotations(meta: dict[str, Any], source: str) -> dict[str, str]:
     return out
 
 
+def _text(value: Any, field: str, source: str) -> Any:
+    """A metadata string (a name, a namespace) as the API server only stores it."""
+    if value is not None and type(value) is not str:
+        raise SnapshotError(f"{field}: should be a string", source=source)
+    return value
+
+
+def _labels(meta: dict[str, Any], source: str) -> dict[str, str]:
+    """metadata.labels, a map of strings to strings as the API server only stores it: the indexes
+    would otherwise meet a list where a value should be (in a YAML file, `version: 1.0` is a number)."""
+    labels = meta.get("labels") or {}
+    if type(labels) is not dict or not all(type(k) is str and type(v) is str for k, v in labels.items()):
+        raise SnapshotError(
+            "metadata.labels: should map strings to strings (quote numbers in YAML)", source=source
+        )
+    return labels
+
+
 def _resources(raw: dict[str, Any] | None, source: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, value in (raw or {}).items():
@@ -57,18 +75,18 @@ def _resources(raw: dict[str, Any] | None, source: str) -> dict[str, int]:
 
 def node_from_k8s(obj: dict[str, Any]) -> Node:
     meta = obj.get("metadata") or {}
-    name = meta.get("name")
+    name = _text(meta.get("name"), "metadata.name", "Node")
     if not name:
         raise SnapshotError("a Node without metadata.name", source="Node")
     source = f"Node {name}"
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    labels = dict(meta.get("labels") or {})
+    labels = dict(_labels(meta, source))
     conditions = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     return Node(
         name=name,
-        uid=meta.get("uid", ""),
+        uid=_text(meta.get("uid") or "", "metadata.uid", source),
         labels=labels,
         annotations=_berth_annotations(meta, source),
         tags=frozenset(k[len(ann.NODE_TAG_PREFIX) :] for k in labels if k.startswith(ann.NODE_TAG_PREFIX)),
@@ -80,7 +98,11 @@ def node_from_k8s(obj: dict[str, Any]) -> Node:
         ),
         allocatable=_resources(status.get("allocatable") or status.get("capacity"), source),
         capacity=_resources(status.get("capacity") or status.get("allocatable"), source),
-        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        kubelet_version=_text(
+            (status.get("nodeInfo") or {}).get("kubeletVersion") or "",
+            "status.nodeInfo.kubeletVersion",
+            source,
+        ),
     )
 
 
@@ -333,10 +355,10 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
     """A pod as berth reads it; `record=False` leaves out its placement record (the live cache, which
     never reads it, keeps memory per pod small and annotation maps shared)."""
     meta = obj.get("metadata") or {}
-    name = meta.get("name") or meta.get("generateName") or ""
+    name = _text(meta.get("name") or meta.get("generateName"), "metadata.name", "Pod") or ""
     if not name:
         raise SnapshotError("a Pod without metadata.name", source="Pod")
-    namespace = meta.get("namespace") or default_namespace
+    namespace = _text(meta.get("namespace"), "metadata.namespace", f"Pod {name}") or default_namespace
     source = f"Pod {namespace}/{name}"
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -346,7 +368,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
     nonzero_cpu, nonzero_memory = nonzero_requests(spec, source)
     node_affinity_spec = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     node_affinity = node_affinity_spec.get("requiredDuringSchedulingIgnoredDuringExecution")
-    labels = meta.get("labels") or {}
+    labels = _labels(meta, source)
     try:
         affinity = _pod_affinity(spec, namespace, labels)
         spread = _spread(spec, labels)
@@ -355,12 +377,14 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
     return Pod(
         namespace=_word(namespace),
         name=name,
-        uid=meta.get("uid", ""),
+        uid=_text(meta.get("uid") or "", "metadata.uid", source),
         labels=_shared(labels),
         annotations=_shared(annotations),
-        node_name=_word(spec.get("nodeName") or ""),
-        phase=_word(status.get("phase") or "Pending"),
-        scheduler_name=_word(spec.get("schedulerName") or "default-scheduler"),
+        node_name=_word(_text(spec.get("nodeName") or "", "spec.nodeName", source)),
+        phase=_word(_text(status.get("phase") or "Pending", "status.phase", source)),
+        scheduler_name=_word(
+            _text(spec.get("schedulerName") or "default-scheduler", "spec.schedulerName", source)
+        ),
         tags=read_neighbour_tags(annotations.get(ann.TAGS)),
         requests=_shared(requests),
         limits=_shared(limits),
@@ -387,8 +411,10 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         deleting=bool(meta.get("deletionTimestamp")),
         unmodelled=_unmodelled(spec),
         priority=priority if isinstance(priority := spec.get("priority"), int) else 0,
-        priority_class=_word(spec.get("priorityClassName") or ""),
-        nominated_node=_word(status.get("nominatedNodeName") or ""),
+        priority_class=_word(_text(spec.get("priorityClassName") or "", "spec.priorityClassName", source)),
+        nominated_node=_word(
+            _text(status.get("nominatedNodeName") or "", "status.nominatedNodeName", source)
+        ),
         start_time=status.get("startTime") or "",
         preempts=spec.get("preemptionPolicy") != "Never",
         creation=meta.get("creationTimestamp", "") or "",
