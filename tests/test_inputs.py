@@ -236,6 +236,22 @@ spec:
 )
 
 
+DEPLOYMENT = yaml.safe_load(
+    """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop, labels: {app: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}, annotations: {berth.dev/tags: '["web"]'}}
+    spec:
+      containers: [{name: main, image: busybox, resources: {requests: {cpu: 100m, memory: 64Mi}}}]
+"""
+)
+
+
 def _places(tree, at=()):
     """The path of every value in a parsed document."""
     yield at
@@ -257,9 +273,8 @@ def test_a_field_of_the_wrong_type_anywhere_is_refused_by_name_never_a_traceback
     # every reader names what it cannot use, and main() maps only those errors, so anything else
     # would be a traceback here.
     cluster = yaml.safe_load(CLUSTER.read_text())
-    pod_doc = copy.deepcopy(RICH_POD)
-    target = data.draw(st.sampled_from(["cluster", "pod"]))
-    tree = cluster if target == "cluster" else pod_doc
+    pod_doc = copy.deepcopy(data.draw(st.sampled_from([RICH_POD, DEPLOYMENT])))
+    tree = data.draw(st.sampled_from([cluster, pod_doc]))
     for _ in range(data.draw(st.integers(1, 3))):
         at = data.draw(st.sampled_from(list(_places(tree))[1:]))
         _put(tree, at, copy.deepcopy(data.draw(WRONG_TYPES)))
@@ -280,3 +295,14 @@ def test_a_field_of_the_wrong_type_anywhere_is_refused_by_name_never_a_traceback
     err = capsys.readouterr().err
     assert code in (0, 1, 2)
     assert all(line.startswith("berth") for line in err.splitlines()), err
+
+
+@pytest.mark.parametrize("field", ["name", "namespace"])
+def test_a_workload_named_by_anything_but_a_string_is_refused_naming_the_field(tmp_path, capsys, field):
+    # its replicas are named and placed after it, and kube's spreading reads it as their controller
+    deployment = copy.deepcopy(DEPLOYMENT)
+    deployment["metadata"][field] = {"a": [1]}
+    (tmp_path / "web.yaml").write_text(yaml.safe_dump(deployment))
+    assert main(["simulate", "--cluster", str(CLUSTER), "--pod", str(tmp_path / "web.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"berth: {tmp_path / 'web.yaml'}: Deployment: metadata.{field}: should be a string\n"

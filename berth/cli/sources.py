@@ -47,6 +47,8 @@ def pods_in(path: str, namespace: str | None = None, default: str = "default") -
 def template_of(obj: dict[str, Any], path: str) -> dict[str, Any] | None:
     try:
         return pod_template(obj)
+    except SnapshotError as exc:
+        raise BerthError(f"{label(path)}: {exc.message}") from exc
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
         what = obj.get("kind") or "object"
         raise BerthError(f"{label(path)}: {what}: a field of the wrong type ({exc})") from exc

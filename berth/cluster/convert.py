@@ -439,6 +439,9 @@ def pod_template(obj: dict[str, Any]) -> dict[str, Any] | None:
     template = spec.get("template") or {}
     meta = dict(template.get("metadata") or {})
     owner = obj.get("metadata") or {}
+    # the replicas are named and placed after it (and kube's spreading reads it as their controller)
+    _text(owner.get("name"), "metadata.name", str(kind))
+    _text(owner.get("namespace"), "metadata.namespace", str(kind))
     meta.setdefault("namespace", owner.get("namespace", "default"))
     meta.setdefault("name", f"{owner.get('name', 'pod')}-0")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template.get("spec") or {}}
