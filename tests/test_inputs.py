@@ -306,3 +306,48 @@ def test_a_workload_named_by_anything_but_a_string_is_refused_naming_the_field(t
     assert main(["simulate", "--cluster", str(CLUSTER), "--pod", str(tmp_path / "web.yaml")]) == 2
     err = capsys.readouterr().err
     assert err == f"berth: {tmp_path / 'web.yaml'}: Deployment: metadata.{field}: should be a string\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        pytest.param(
+            ("nodeSelector",),
+            {"disk": 1},
+            "spec.nodeSelector: should map strings to strings",
+            id="a number in the nodeSelector",
+        ),
+        pytest.param(
+            ("affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "preference"),
+            [{"key": "zone"}],
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference: "
+            "should be a node selector term",
+            id="a list where a term should be",
+        ),
+        pytest.param(
+            (
+                "affinity",
+                "nodeAffinity",
+                "preferredDuringSchedulingIgnoredDuringExecution",
+                0,
+                "preference",
+                "matchExpressions",
+                0,
+                "values",
+            ),
+            "a",
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+            ".matchExpressions[0].values: should be a list of strings",
+            id="a string where the values should be",
+        ),
+    ],
+)
+def test_node_affinity_of_the_wrong_shape_is_refused_when_read_naming_the_field(
+    tmp_path, capsys, path, value, named
+):
+    # kube-scheduler's filter and score read these for every node: a file's mistake is found when read
+    pod_doc = copy.deepcopy(RICH_POD)
+    _put(pod_doc["spec"], path, value)
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod_doc))
+    assert main(["simulate", "--cluster", str(CLUSTER), "--pod", str(tmp_path / "pod.yaml")]) == 2
+    assert named in capsys.readouterr().err

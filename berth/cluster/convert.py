@@ -56,11 +56,62 @@ def _labels(meta: dict[str, Any], source: str) -> dict[str, str]:
     """metadata.labels, a map of strings to strings as the API server only stores it: the indexes
     would otherwise meet a list where a value should be (in a YAML file, `version: 1.0` is a number)."""
     labels = meta.get("labels") or {}
-    if type(labels) is not dict or not all(type(k) is str and type(v) is str for k, v in labels.items()):
-        raise SnapshotError(
-            "metadata.labels: should map strings to strings (quote numbers in YAML)", source=source
-        )
+    _strings(labels, "metadata.labels", source)
     return labels
+
+
+def _strings(value: Any, field: str, source: str) -> None:
+    if type(value) is not dict or not all(type(k) is str and type(v) is str for k, v in value.items()):
+        raise SnapshotError(f"{field}: should map strings to strings (quote numbers in YAML)", source=source)
+
+
+def _selector_term(term: Any, field: str, source: str) -> None:
+    """A NodeSelectorTerm in the shape kube's NodeAffinity reads (the API server's validation of it)."""
+    if type(term) is not dict:
+        raise SnapshotError(f"{field}: should be a node selector term (an object)", source=source)
+    for part in ("matchExpressions", "matchFields"):
+        requirements = term.get(part) or []
+        if type(requirements) is not list:
+            raise SnapshotError(f"{field}.{part}: should be a list", source=source)
+        for i, req in enumerate(requirements):
+            where = f"{field}.{part}[{i}]"
+            if (
+                type(req) is not dict
+                or type(req.get("key", "")) is not str
+                or type(req.get("operator", "")) is not str
+            ):
+                raise SnapshotError(
+                    f"{where}: should be an object with a string key and operator", source=source
+                )
+            values = req.get("values") or []
+            if type(values) is not list or not all(type(v) is str for v in values):
+                raise SnapshotError(f"{where}.values: should be a list of strings", source=source)
+
+
+def _node_affinity(spec: dict[str, Any], source: str) -> tuple[dict[str, Any] | None, tuple[dict, ...]]:
+    """The pod's required node affinity and its preferred terms, checked as the API server would have
+    (a file is read as written; the filter and the score read them for every node)."""
+    raw = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    base = "spec.affinity.nodeAffinity"
+    if type(raw) is not dict:
+        raise SnapshotError(f"{base}: should be an object", source=source)
+    required = raw.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required:
+        field = f"{base}.requiredDuringSchedulingIgnoredDuringExecution"
+        terms = required.get("nodeSelectorTerms") if type(required) is dict else None
+        if type(terms) is not list:
+            raise SnapshotError(f"{field}.nodeSelectorTerms: should be a list", source=source)
+        for i, term in enumerate(terms):
+            _selector_term(term, f"{field}.nodeSelectorTerms[{i}]", source)
+    preferred = raw.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    field = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
+    if type(preferred) is not list:
+        raise SnapshotError(f"{field}: should be a list", source=source)
+    for i, term in enumerate(preferred):
+        if type(term) is not dict or type(term.get("weight")) is not int:
+            raise SnapshotError(f"{field}[{i}]: should be an object with an integer weight", source=source)
+        _selector_term(term.get("preference"), f"{field}[{i}].preference", source)
+    return required or None, tuple(preferred)
 
 
 def _resources(raw: dict[str, Any] | None, source: str) -> dict[str, int]:
@@ -366,8 +417,9 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
     placement = annotations.pop(ann.PLACEMENT_RECORD, "")
     requests, limits = pod_requests(spec, source)
     nonzero_cpu, nonzero_memory = nonzero_requests(spec, source)
-    node_affinity_spec = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    node_affinity = node_affinity_spec.get("requiredDuringSchedulingIgnoredDuringExecution")
+    node_affinity, preferred_node_affinity = _node_affinity(spec, source)
+    node_selector = spec.get("nodeSelector") or {}
+    _strings(node_selector, "spec.nodeSelector", source)
     labels = _labels(meta, source)
     try:
         affinity = _pod_affinity(spec, namespace, labels)
@@ -388,7 +440,7 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         tags=read_neighbour_tags(annotations.get(ann.TAGS)),
         requests=_shared(requests),
         limits=_shared(limits),
-        node_selector=_shared(spec.get("nodeSelector") or {}),
+        node_selector=_shared(node_selector),
         tolerations=tuple(
             Toleration(
                 key=t.get("key", "") or "",
@@ -398,10 +450,8 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
             )
             for t in spec.get("tolerations") or []
         ),
-        required_node_affinity=node_affinity or None,
-        preferred_node_affinity=tuple(
-            t for t in node_affinity_spec.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-        ),
+        required_node_affinity=node_affinity,
+        preferred_node_affinity=preferred_node_affinity,
         affinity=affinity,
         spread=spread,
         host_ports=_host_ports(spec),
