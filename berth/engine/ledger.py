@@ -44,7 +44,7 @@ from berth.engine.types import Kind, NodeResult, Reason, ScorePart, StepTrace
 Candidates = Mapping[str, Any]
 
 
-class Others:
+class Others(Collection[str]):
     """The nodes of a removal map that are not given one by one (kube-scheduler's "absent nodes", which
     NodeToStatus gives one status), each with the Reason `make(name)` gives it when read: at 5000
     nodes, thousands of reasons the extender never shows one by one cost nothing. `shared`: a reason
@@ -53,18 +53,10 @@ class Others:
     __slots__ = ("make", "shared")
     reorder = False  # listed in the step's input order already
 
+    # Each kind says which nodes it holds: __contains__, __iter__ and __len__ (Collection's abstract methods).
     def __init__(self, make: Callable[[str], Reason], shared: Reason | None) -> None:
         self.make = make
         self.shared = shared
-
-    def __contains__(self, name: object) -> bool:
-        raise NotImplementedError
-
-    def __iter__(self) -> Iterator[str]:
-        raise NotImplementedError
-
-    def __len__(self) -> int:
-        raise NotImplementedError
 
     def blocking(self) -> int | None:
         """How many are infeasible when that is known without reading each (None: read them)."""
