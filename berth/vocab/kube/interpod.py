@@ -36,10 +36,11 @@ Pairs = Counter  # (topology key, value) -> pods
 
 def _pairs(nodes: Mapping[str, int], key: str, view: ClusterView, into: Pairs | None = None) -> Pairs:
     out = into if into is not None else Counter()
+    value_of = label_values(view, key).get
     for name, count in nodes.items():
-        node = view.node(name)
-        if node is not None and key in node.labels:
-            out[key, node.labels[key]] += count
+        value = value_of(name)
+        if value is not None:
+            out[key, value] += count
     return out
 
 
@@ -153,6 +154,15 @@ class InterPodAffinity(NodeFilter[Required]):
 HARD_POD_AFFINITY_WEIGHT = 1  # kube's InterPodAffinityArgs default
 
 
+def label_values(view: ClusterView, key: str) -> dict[str, str]:
+    """Node name -> its value of the label `key`, for the nodes that have it; kept until a node
+    record changes."""
+    return view.node_memo(
+        ("kube/label-values", key),
+        lambda: {s.node.name: value for s in view.states() if (value := s.node.labels.get(key)) is not None},
+    )
+
+
 def topology_score(ctx: PodContext) -> dict[str, Counter]:
     """kube's PreScore: topology key -> value -> the summed weights, over every running pod."""
     view = ctx.view
@@ -163,10 +173,11 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
         summed = out.get(key)
         if summed is None:
             summed = out[key] = Counter()
-        node_of = view.node  # a few hundred nodes per term, every decision: the lookups hoisted
+        # A few hundred nodes per term, every decision: each node's value of the key read from a
+        # table kept with the node records, not from its labels.
+        value_of = label_values(view, key).get
         for name, count in nodes.items():
-            node = node_of(name)
-            value = node.labels.get(key) if node is not None else None
+            value = value_of(name)
             if value is not None:
                 summed[value] += weight * count
 
