@@ -105,10 +105,17 @@ def run_e2e(nodes: int, pods: int, scenarios: list[str], results: dict[str, Any]
     results["e2e"] = {"rows": rows, "ratios": ratios, "cpu": cpu, "versions": versions}
 
 
-def run_scale(sizes: list[tuple[int, int]], new: int, results: dict[str, Any], shape: str = "spread") -> None:
+def run_scale(
+    sizes: list[tuple[int, int]],
+    new: int,
+    results: dict[str, Any],
+    shape: str = "spread",
+    *,
+    floor: bool = False,
+) -> None:
     from bench import e2e
 
-    rows, ratios, versions = e2e.scale(sizes, new=new, shape=shape)
+    rows, ratios, versions = e2e.scale(sizes, new=new, shape=shape, floor=floor)
     title = (
         f"Scale ({shape}): {new} new pods among pods already bound, {e2e.SCALE_GROUPS} groups ({versions})"
     )
@@ -180,6 +187,13 @@ def main(argv: list[str] | None = None) -> int:
         "narrow (required pod affinity against require_with_tag toward holders on `existing` nodes, "
         "berth on both profiles)",
     )
+    parser.add_argument(
+        "--e2e-floor",
+        action="store_true",
+        help="add a last run to each scale size: berth-scheduler's profile with the extender protocol's "
+        "floor (bench/floor, built with go on first use: an extender that answers the first node and "
+        "posts the Binding, nothing else) in berth serve's place",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args(argv)
     only = [p.strip() for p in args.only.split(",") if p.strip()]
@@ -212,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             run_e2e(nodes, pods, classic, results)
         scale = args.e2e_scale or ("30x300" if quick else "500x5000,5000x25000")
         if scale != "none":
-            run_scale(_scale_sizes(scale), args.e2e_new or (100 if quick else 1000), results, args.e2e_shape)
+            new = args.e2e_new or (100 if quick else 1000)
+            run_scale(_scale_sizes(scale), new, results, args.e2e_shape, floor=args.e2e_floor)
     if "watch" in only:
         run_watch(30 if quick else 500, 100 if quick else 1000, (100.0,) if quick else (50.0, 100.0), results)
     print(f"total {time.perf_counter() - started:.1f} s")

@@ -30,6 +30,11 @@ is started as soon as they are created, and pods/s runs from the first creation 
 for kube-scheduler as for berth, because berth nominates such a pod on its arrival and that work must
 fall inside the run it speeds up.
 
+With `--e2e-floor` each scale size gets a last run on berth-scheduler's profile with `bench/floor` in
+berth serve's place as the extender: in Go, it answers the first node asked about and posts the
+Binding as kube-scheduler's own binder does, and does nothing else. Its ratio is what the extender
+protocol alone leaves of kube's rate; the gap between it and berth's is berth's own cost.
+
 `watch` (`python -m bench --only watch`) measures the one cost every placed pod brings to `berth serve`
 whichever scheduler placed it: the watch event of its binding. Pods no scheduler takes are bound by
 POSTed Bindings at a fixed rate, and each process's CPU per bound pod is reported.
@@ -39,9 +44,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import math
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -460,6 +467,21 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def build_floor() -> Path:
+    """The floor extender's binary, built from bench/floor into the cache on first use (a new build
+    whenever its source changes)."""
+    sources = [*sorted(FLOOR_SOURCE.glob("*.go")), FLOOR_SOURCE / "go.mod", FLOOR_SOURCE / "go.sum"]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()[:12]
+    cache = Path(os.environ.get("BERTH_CACHE") or Path.home() / ".cache" / "berth")
+    binary = cache / "floor" / f"extender-floor-{digest}"
+    if not binary.exists():
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        built = binary.with_suffix(".partial")
+        subprocess.run(["go", "build", "-o", str(built), "."], cwd=FLOOR_SOURCE, check=True)
+        built.rename(binary)
+    return binary
+
+
 def _kube_sample() -> str:
     """berth serve --kube-sample as the chart renders it from the shipped scheduler configuration."""
     config = yaml.safe_load((ROOT / "manifests/scheduler/scheduler-config.yaml").read_text())
@@ -491,13 +513,28 @@ def _wait_extender(port: int, proc: subprocess.Popen, nodes: int, log: Path, tim
     raise RuntimeError(f"berth serve did not see {nodes} nodes: {log.read_text()[-2000:]}")
 
 
+def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the floor extender exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the floor extender is not listening on {port}")
+
+
 class Harness:
     """A control plane of its own, `berth serve` watching it, and both schedulers' configurations."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, floor: bool = False) -> None:
+        floor_binary = build_floor() if floor else None
         self.cp = ControlPlane()
         self.cp.start()
         self.extender: subprocess.Popen | None = None
+        self.floor: subprocess.Popen | None = None
         try:
             assert self.cp.logs is not None
             self.version = self.cp.versions().get("kube-scheduler", "?")
@@ -511,6 +548,14 @@ class Harness:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
+            if floor_binary is not None:
+                self.floor_port = free_port()
+                address = f"127.0.0.1:{self.floor_port}"
+                self.floor = subprocess.Popen(
+                    [str(floor_binary), "--kubeconfig", str(self.cp.kubeconfig), "--addr", address],
+                    stdout=(self.cp.logs / "extender-floor.log").open("w"),
+                    stderr=subprocess.STDOUT,
+                )
         except BaseException:
             self.stop()
             raise
@@ -520,6 +565,8 @@ class Harness:
             # the same kube-scheduler configuration: the opt-in profile that asks about every node
             "berth-scheduler-exhaustive": _berth_scheduler_config(self.port),
         }
+        if self.floor is not None:
+            self.configs[FLOOR] = _berth_scheduler_config(self.floor_port)
 
     def start_scheduler(self, name: str) -> subprocess.Popen:
         return self.cp.start_scheduler(self.configs[name], name=name, verbosity=1)
@@ -543,6 +590,8 @@ class Harness:
         await create_nodes(api, nodes)
         assert self.extender is not None and self.cp.workdir is not None
         await asyncio.to_thread(_wait_extender, self.port, self.extender, nodes, self.log)
+        if self.floor is not None:
+            await asyncio.to_thread(_wait_listening, self.floor_port, self.floor)
         return {
             "berth serve": self.extender.pid,
             "kube-apiserver": _pid_of(f"--cert-dir={self.cp.workdir / 'apiserver-certs'}"),
@@ -550,8 +599,9 @@ class Harness:
         }
 
     def stop(self) -> None:
-        if self.extender is not None:
-            _stop(self.extender)
+        for extender in (self.extender, self.floor):
+            if extender is not None:
+                _stop(extender)
         self.cp.stop()
 
     def run(self, nodes: int, work: Any) -> Any:
@@ -644,6 +694,11 @@ SCALE_SHAPES = {
     ),
 }
 NARROW_RULES = ("narrow-affinity", "require_with_tag")
+# The extender protocol's floor (bench/floor, `--e2e-floor`): berth-scheduler's profile with an extender
+# in Go that answers the first node asked about and posts the Binding, doing nothing else. Its pods are
+# berth-scheduler's; its run counts the floor's CPU where berth's runs count berth serve's.
+FLOOR = "extender-floor"
+FLOOR_SOURCE = ROOT / "bench" / "floor"
 POD_SLOTS = 110  # the bench nodes' allocatable pods
 SCALE_RUNS = SCALE_SHAPES["spread"]
 
@@ -712,6 +767,7 @@ async def scale_run(
 ) -> list[Any]:
     """One scheduler's run; `counts` reads berth serve's bind outcomes so far."""
     scheduler, rule = run
+    profile = "berth-scheduler" if scheduler == FLOOR else scheduler  # the pods' schedulerName
     namespace = f"scale-{nodes}-{existing}-{scheduler}"
     await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     path = f"/api/v1/namespaces/{namespace}/pods"
@@ -719,7 +775,7 @@ async def scale_run(
     # scheduler pays for the other's rule.
     await api.each(
         [
-            ("POST", path, _existing(i, nodes, namespace, scheduler, rule, existing), False)
+            ("POST", path, _existing(i, nodes, namespace, profile, rule, existing), False)
             for i in range(existing)
         ]
     )
@@ -727,7 +783,7 @@ async def scale_run(
     if narrow:  # as many as the holders' nodes have room for
         new = min(new, existing * (POD_SLOTS - 1))
     # New pods: the same groups, each must avoid the nodes of its own group.
-    bodies = [_pod(f"p-{i:05d}", namespace, scheduler, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
+    bodies = [_pod(f"p-{i:05d}", namespace, profile, f"g{i % SCALE_GROUPS}", rule) for i in range(new)]
 
     async def create() -> None:
         await api.each([("POST", path, b, False) for b in bodies])
@@ -789,20 +845,27 @@ async def scale_run(
 
 
 def scale(
-    sizes: list[tuple[int, int]], *, new: int = 1000, timeout: float = 1200, shape: str = "spread"
+    sizes: list[tuple[int, int]],
+    *,
+    new: int = 1000,
+    timeout: float = 1200,
+    shape: str = "spread",
+    floor: bool = False,
 ) -> tuple[list[list[Any]], list[list[Any]], str]:
     """For each (nodes, existing): a control plane of its own, the built-in rule's run first, then
-    berth's, each with `new` pods to place among `existing` pods already bound."""
+    berth's, each with `new` pods to place among `existing` pods already bound; with `floor`, last the
+    floor extender's run (bench/floor) on berth-scheduler's profile."""
     rows: list[list[Any]] = []
     version = "?"
+    runs = SCALE_SHAPES[shape] + (((FLOOR, "none"),) if floor else ())
     for nodes, existing in sizes:
-        size_rows, version = _scale_size(nodes, existing, new, timeout, SCALE_SHAPES[shape])
+        size_rows, version = _scale_size(nodes, existing, new, timeout, runs, floor=floor)
         rows += size_rows
     ratios = []
     for nodes, existing in sizes:
         rates = {r[3]: r[6] for r in rows if r[0] == nodes and r[1] == existing}
         kube = rates.get("default-scheduler", math.nan)
-        for name in ("berth-scheduler", "berth-scheduler-exhaustive"):
+        for name in ("berth-scheduler", "berth-scheduler-exhaustive", FLOOR):
             if name in rates:
                 berth = rates[name]
                 placed = next(r[2] for r in rows if r[0] == nodes and r[1] == existing and r[3] == name)
@@ -813,18 +876,29 @@ def scale(
 
 
 def _scale_size(
-    nodes: int, existing: int, new: int, timeout: float, runs: tuple[tuple[str, str], ...] = SCALE_RUNS
+    nodes: int,
+    existing: int,
+    new: int,
+    timeout: float,
+    runs: tuple[tuple[str, str], ...] = SCALE_RUNS,
+    *,
+    floor: bool = False,
 ) -> tuple[list[list[Any]], str]:
-    harness = Harness()
+    harness = Harness(floor=floor)
 
     async def work(api: Api, processes: dict[str, int]) -> list[list[Any]]:
         sizes = {"nodes": nodes, "existing": existing, "new": new, "timeout": timeout}
-        rows = [
-            await scale_run(
-                api, harness.start_scheduler, run, processes=processes, counts=harness.binds, **sizes
+        rows = []
+        for run in runs:
+            counted = processes
+            if run[0] == FLOOR:  # the extender whose CPU the run counts is the floor
+                assert harness.floor is not None
+                counted = {**processes, "berth serve": harness.floor.pid}
+            rows.append(
+                await scale_run(
+                    api, harness.start_scheduler, run, processes=counted, counts=harness.binds, **sizes
+                )
             )
-            for run in runs
-        ]
         print(f"[bench] scale {nodes}/{existing}: {harness.names_read()}", file=sys.stderr, flush=True)
         return rows
 
