@@ -36,7 +36,7 @@ Pairs = Counter  # (topology key, value) -> pods
 
 def _pairs(nodes: Mapping[str, int], key: str, view: ClusterView, into: Pairs | None = None) -> Pairs:
     out = into if into is not None else Counter()
-    value_of = label_values(view, key).get
+    value_of = view.domains(key).of.get
     for name, count in nodes.items():
         value = value_of(name)
         if value is not None:
@@ -154,15 +154,6 @@ class InterPodAffinity(NodeFilter[Required]):
 HARD_POD_AFFINITY_WEIGHT = 1  # kube's InterPodAffinityArgs default
 
 
-def label_values(view: ClusterView, key: str) -> dict[str, str]:
-    """Node name -> its value of the label `key`, for the nodes that have it; kept until a node
-    record changes."""
-    return view.node_memo(
-        ("kube/label-values", key),
-        lambda: {s.node.name: value for s in view.states() if (value := s.node.labels.get(key)) is not None},
-    )
-
-
 def topology_score(ctx: PodContext) -> dict[str, Counter]:
     """kube's PreScore: topology key -> value -> the summed weights, over every running pod."""
     view = ctx.view
@@ -173,9 +164,9 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
         summed = out.get(key)
         if summed is None:
             summed = out[key] = Counter()
-        # A few hundred nodes per term, every decision: each node's value of the key read from a
-        # table kept with the node records, not from its labels.
-        value_of = label_values(view, key).get
+        # A few hundred nodes per term, every decision: each node's value of the key read from the
+        # view's domains (kept with the node records), not from its labels.
+        value_of = view.domains(key).of.get
         for name, count in nodes.items():
             value = value_of(name)
             if value is not None:

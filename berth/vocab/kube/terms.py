@@ -46,8 +46,9 @@ def term_nodes(term: AffinityTerm, view: ClusterView) -> Counter:
 def by_domain(nodes: Mapping[str, int], key: str, view: ClusterView) -> Counter:
     """Per node counts summed by the nodes' value of the label `key` (nodes without it left out)."""
     out: Counter = Counter()
+    value_of = view.domains(key).of.get
     for name, count in nodes.items():
-        node = view.node(name)
-        if node is not None and key in node.labels:
-            out[node.labels[key]] += count
+        value = value_of(name)
+        if value is not None:
+            out[value] += count
     return out
