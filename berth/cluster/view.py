@@ -340,6 +340,7 @@ class ClusterView:
         self.workload_generation = 0
         self._default_selectors: dict[tuple, Selector | None] = {}
         self._sorted_names: list[str] | None = None
+        self._sorted_states: list[NodeState] | None = None
         self._slots: Slots | None = None
         self._name_table: NameTable | None = None
         self.layout_generation = 0  # bumped when a node is added or removed: the slots change
@@ -370,6 +371,12 @@ class ClusterView:
         if self._sorted_names is None:
             self._sorted_names = sorted(self._nodes)
         return self._sorted_names
+
+    def sorted_states(self) -> list[NodeState]:
+        """Every node's state, in the order of sorted_names(); read-only."""
+        if self._sorted_states is None:
+            self._sorted_states = list(map(self._nodes.__getitem__, self.sorted_names()))
+        return self._sorted_states
 
     def slots(self) -> Slots:
         """Every node's slot, for arrays by node; read-only."""
@@ -611,7 +618,7 @@ class ClusterView:
             state.node = node
             state.generation += 1
             return
-        self._sorted_names = None
+        self._sorted_names = self._sorted_states = None
         self.layout_generation += 1
         state = NodeState(node=node)
         self._nodes[node.name] = state
@@ -624,7 +631,7 @@ class ClusterView:
         if state is None:
             return
         self._nodes_changed(name)
-        self._sorted_names = None
+        self._sorted_names = self._sorted_states = None
         self.layout_generation += 1
         if state.pods:
             self._orphans[name] = dict(state.pods)

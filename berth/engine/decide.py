@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
+from operator import itemgetter
 from typing import Any, overload
 
 import numpy as np
@@ -273,9 +274,15 @@ def _candidates(
                 known(view, cands, slots=(layout, layout.by_rank[np.flatnonzero(marks[layout.by_rank])]))
             return cands, unknown
     ranks = np.flatnonzero(marks[layout.by_rank])  # the candidates' places in name order
-    sorted_names, states = view.sorted_names(), view.states_by_name()
-    picked = list(map(sorted_names.__getitem__, ranks.tolist()))
-    cands = dict(zip(picked, map(states.__getitem__, picked), strict=True))
+    # Names and states picked by place from two lists, not each state looked up by its name: live,
+    # between two pods the other processes have the caches, and every dict probe is a miss.
+    places = ranks.tolist()
+    if len(places) > 1:
+        pick = itemgetter(*places)
+        cands = dict(zip(pick(view.sorted_names()), pick(view.sorted_states()), strict=True))
+    else:
+        sorted_names, sorted_states = view.sorted_names(), view.sorted_states()
+        cands = {sorted_names[r]: sorted_states[r] for r in places}
     known(view, cands, slots=(layout, layout.by_rank[ranks]))
     missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
     unknown = dict.fromkeys(unknown_names, missing)
