@@ -1,0 +1,227 @@
+"""A pod with no rule, filtered and bound in process over kube-scheduler's sample: warm, and cold.
+
+    python -m bench.sampled [--nodes 5000] [--existing 25000] [--pods 600] [--steps]
+
+On the control plane (`python -m bench --only e2e --e2e-shape plain`) `berth serve`'s filter of such a
+pod costs about 2.2 ms of its thread's CPU at 5000 nodes (500 names a call), where the same call in a
+loop costs 0.8. Between two pods kube-scheduler, kube-apiserver and etcd run on the same two cores and
+evict berth's data from the caches: each dict probe per candidate, each Python object read, is then a
+miss. Here the world of the plain shape (bench.e2e's nodes and running pods) is built in process and
+berth's own filter and bind answer a stream of new pods, each asked about kube's sample of the nodes in
+kube's rotation, through the same entry point as over HTTP (the request bytes in, the answer's out).
+Each phase places `pods` pods: warm (one call after another), then cold (a buffer larger than the
+last-level cache read before each call). The cold figures are within about 10 % of the control
+plane's (bench/RESULTS.md), so they are what a change to the plain shape should move, in a minute
+instead of ten. With --steps, the cold filter's time by step of the chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import importlib
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import orjson
+
+from bench.e2e import SCALE_GROUPS, _existing, _pod
+from bench.stats import latency, table
+from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.model import Pod
+from berth.cluster.view import ClusterView
+from berth.engine import Step, chain
+from berth.extender.app import create_app
+from berth.extender.placer import Placer
+from berth.extender.sample import feasible_nodes_to_find
+from berth.extender.serve import GC_THRESHOLDS, SnapshotCluster
+from berth.pipeline import build_pipeline
+
+DECIDE = importlib.import_module("berth.engine.decide")  # the module: berth.engine's `decide` is the function
+NAMESPACE = "sampled"
+PROFILE = "berth-scheduler"
+# Read before each cold call: more than any last-level cache this runs on is likely to hold.
+EVICT_BYTES = 96 << 20
+HEADERS = ["nodes", "running", "names a call", "pods", "verb", "warm p50 ms", "warm p99 ms"]
+HEADERS += ["cold p50 ms", "cold p99 ms", "cold / warm p50"]
+STEP_HEADERS = ["step", "cold us a filter (mean)", "share"]
+
+
+def world(nodes: int, existing: int) -> ClusterView:
+    """bench.e2e's plain shape: nodes of 32 CPUs and 128 GiB, `existing` running pods in groups."""
+    resources = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    states = []
+    for i in range(nodes):
+        name = f"node-{i:04d}"
+        obj = {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+        obj["status"] = {"capacity": resources, "allocatable": resources}
+        obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        states.append(node_from_k8s(obj))
+    pods = []
+    for i in range(existing):
+        body = _existing(i, nodes, NAMESPACE, PROFILE, "none", existing)
+        body["metadata"]["uid"] = f"running-{i:08d}"
+        body["status"] = {"phase": "Running"}
+        pods.append(pod_from_k8s(body))
+    return ClusterView(states, pods)
+
+
+def kube_order(view: ClusterView, seed: int = 7) -> list[str]:
+    """The nodes in the order kube-scheduler's snapshot lists them: the order they were created in,
+    which on a control plane that made them concurrently is no order by name."""
+    names = view.node_names()
+    random.Random(seed).shuffle(names)
+    return names
+
+
+async def _no_binding(pod: Pod, node: str, annotations: dict[str, str]) -> None:
+    return None
+
+
+async def _no_events(pod: Pod, events: list) -> None:
+    return None
+
+
+class Evictor:
+    def __init__(self, size: int = EVICT_BYTES) -> None:
+        self.buffer = np.ones(size // 8)
+
+    def __call__(self) -> None:
+        self.buffer.sum()
+
+
+def run(nodes: int, existing: int, pods: int) -> tuple[list[list[Any]], Counter[str], list[int]]:
+    """The table's rows, the cold filters' time by step, and each cold filter's nanoseconds."""
+    view = world(nodes, existing)
+    order = kube_order(view)
+    sample = feasible_nodes_to_find(0, nodes)
+    placer = Placer(
+        SnapshotCluster(view),
+        online=build_pipeline(None, offline=False),
+        offline=build_pipeline(None, offline=True),
+        binder=_no_binding,
+        recorder=_no_events,
+        kube_sample={PROFILE: 0},
+    )
+    verbs = create_app(placer).verbs
+    # As `berth serve` does: the world is long-lived, out of every later collection.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    evict = Evictor()
+    start = 0
+    times: dict[tuple[str, str], list[int]] = {}
+
+    async def ask(verb: str, request: dict[str, Any], phase: str, pod: str) -> dict[str, Any]:
+        encoded = orjson.dumps(request)
+        if phase == "cold":
+            evict()
+        began = time.perf_counter_ns()
+        status, answer = await verbs.answer(verb, encoded)
+        times.setdefault((phase, verb), []).append(time.perf_counter_ns() - began)
+        reply = orjson.loads(answer)
+        if status != 200 or reply.get("Error"):
+            raise RuntimeError(f"{verb} of {pod}: {status} {answer[:300]!r}")
+        return reply
+
+    async def place(i: int, phase: str) -> None:
+        nonlocal start
+        body = _pod(f"p-{i:05d}", NAMESPACE, PROFILE, f"g{i % SCALE_GROUPS}", "none")
+        meta = body["metadata"]
+        meta["uid"] = f"new-{i:08d}"
+        names = [order[(start + k) % len(order)] for k in range(sample)]
+        start = (start + sample) % len(order)  # every node feasible: kube's next sample starts after
+        kept = (await ask("filter", {"Pod": body, "NodeNames": names}, phase, meta["name"]))["NodeNames"]
+        if not kept or len(kept) != 1:
+            raise RuntimeError(f"{meta['name']} was not placed: {kept!r}")
+        bind = {"PodName": meta["name"], "PodNamespace": NAMESPACE, "PodUID": meta["uid"], "Node": kept[0]}
+        await ask("bind", bind, phase, meta["name"])
+
+    async def phases() -> Counter[str]:
+        for i in range(pods):
+            await place(i, "warm")
+        with steps_timed() as spent:
+            for i in range(pods, 2 * pods):
+                await place(i, "cold")
+        return spent
+
+    spent = asyncio.run(phases())
+    rows = []
+    for verb in ("filter", "bind"):
+        warm, cold = latency(times[("warm", verb)]), latency(times[("cold", verb)])
+        rows.append(
+            [nodes, existing, sample, pods, verb, warm.p50, warm.p99, cold.p50, cold.p99, cold.p50 / warm.p50]
+        )
+    return rows, spent, times[("cold", "filter")]
+
+
+CANDIDATES = "(the candidates made from the names)"
+REST = "(the rest: the request read, the ranking, the answer)"
+
+
+@contextmanager
+def steps_timed() -> Iterator[Counter[str]]:
+    """The nanoseconds each step of the chain takes, summed by step name, and those of making the
+    candidates from the names asked about, while the block runs."""
+    run_step, candidates = chain._run_step, DECIDE._candidates
+    spent: Counter[str] = Counter()
+
+    def timed_run(step: Step, *args: Any) -> Any:
+        began = time.perf_counter_ns()
+        try:
+            return run_step(step, *args)
+        finally:
+            spent[step.name] += time.perf_counter_ns() - began
+
+    def timed_candidates(*args: Any) -> Any:
+        began = time.perf_counter_ns()
+        try:
+            return candidates(*args)
+        finally:
+            spent[CANDIDATES] += time.perf_counter_ns() - began
+
+    chain._run_step, DECIDE._candidates = timed_run, timed_candidates
+    try:
+        yield spent
+    finally:
+        chain._run_step, DECIDE._candidates = run_step, candidates
+
+
+def step_rows(spent: Counter[str], filters_ns: list[int], top: int = 12) -> list[list[Any]]:
+    """The mean cold filter's microseconds by step (the `top` most costly, then the others summed),
+    the candidates and the rest, each with its share of the filter."""
+    whole = sum(filters_ns)
+    steps = [(n, ns) for n, ns in spent.most_common() if n != CANDIDATES]
+    parts = [*steps[:top], (f"(the other {len(steps[top:])} steps)", sum(ns for _, ns in steps[top:]))]
+    parts.append((CANDIDATES, spent[CANDIDATES]))
+    parts.append((REST, whole - sum(spent.values())))
+    return [[name, ns / len(filters_ns) / 1e3, ns / whole] for name, ns in parts]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.sampled", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--existing", type=int, default=25000, help="running pods")
+    parser.add_argument("--pods", type=int, default=600, help="new pods in each phase, warm and cold")
+    parser.add_argument("--steps", action="store_true", help="the cold filter's time by step")
+    args = parser.parse_args(argv)
+    if args.nodes < 1 or args.existing < 0 or args.pods < 1:
+        parser.error("--nodes and --pods must be at least 1, --existing at least 0")
+    began = time.perf_counter()
+    rows, spent, filters = run(args.nodes, args.existing, args.pods)
+    print(table("Kube's sample in process: a pod with no rule, warm and cold", HEADERS, rows))
+    if args.steps:
+        print(table("Where the cold filter's time goes", STEP_HEADERS, step_rows(spent, filters)))
+    print(f"total {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
