@@ -218,11 +218,16 @@ def _decide(
 class _Named(Sequence[str]):
     """The candidates' names by position, each looked up by its slot when read."""
 
-    __slots__ = ("_names", "_slots")
+    __slots__ = ("_layout", "_names", "_slots")
 
     def __init__(self, view: ClusterView, kept: Candidates) -> None:
-        self._names = view.slots().names
+        self._layout = view.slots()
+        self._names = self._layout.names
         self._slots = slots_of(kept, view)
+
+    def by_name(self, at: np.ndarray) -> np.ndarray:
+        """The positions `at`, reordered as their names sort (the names are not read)."""
+        return at[np.argsort(self._layout.rank[self._slots[at]], kind="stable")]
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -343,9 +348,21 @@ def _ranked(
         floor = float(np.partition(totals, at)[at]) - ROUNDING_MARGIN
     else:
         floor = heapq.nlargest(count, totals)[-1] - ROUNDING_MARGIN
+    wanted = count - len(ranked)
+    if isinstance(totals, np.ndarray) and isinstance(names, _Named):
+        # Thousands of candidates may tie just below the best: they are ordered by their places in
+        # name order and only the few taken are read by name.
+        near = names.by_name((totals >= floor).nonzero()[0])
+        values = totals[near].tolist()
+        rounded = {v: round(v, 6) for v in values}  # Python's rounding, once per distinct total
+        scores = np.fromiter(map(rounded.__getitem__, values), np.float64, len(values))
+        keep = scores != best  # every candidate that rounds to the best is among the tied
+        taken = np.argsort(-scores[keep], kind="stable")[:wanted]
+        picked = zip(near[keep][taken].tolist(), scores[keep][taken].tolist(), strict=True)
+        return ranked + [(names[i], v) for i, v in picked]
     top = set(tied)
     others = [(n, round(t, 6)) for n, t in _near(names, totals, floor) if n not in top]
-    return ranked + sorted(others, key=lambda p: (-p[1], p[0]))[: count - len(ranked)]
+    return ranked + sorted(others, key=lambda p: (-p[1], p[0]))[:wanted]
 
 
 def _invalid(pod: Pod, names: Sequence[str], exc: SpecError, chain: tuple[str, ...], seed: int) -> Decision:
