@@ -443,3 +443,8 @@ def test_the_ranking_over_an_array_of_totals_is_the_ranking_over_the_list(totals
     assert decide_module._ranked(names, np.array(totals), tied, best, 6) == decide_module._ranked(
         names, list(totals), tied, best, 6
     )
+    # ... and both are the candidates by (rounded score descending, name), the tied ones first
+    by_rule = sorted(
+        ((n, round(t, 6)) for n, t in zip(names, totals, strict=True)), key=lambda p: (-p[1], p[0])
+    )
+    assert decide_module._ranked(names, list(totals), tied, best, 6) == by_rule[:6]

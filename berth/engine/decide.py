@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -343,26 +342,23 @@ def _ranked(
     ranked = [(n, best) for n in tied[:count]]
     if len(ranked) == count or len(tied) == len(names):
         return ranked
-    if isinstance(totals, np.ndarray):  # the count-th highest, as nlargest finds it
-        at = len(totals) - min(count, len(totals))
-        floor = float(np.partition(totals, at)[at]) - ROUNDING_MARGIN
+    values = totals if isinstance(totals, np.ndarray) else np.array(totals, np.float64)
+    at = len(values) - min(count, len(values))
+    floor = float(np.partition(values, at)[at]) - ROUNDING_MARGIN  # the count-th highest, less the margin
+    # Thousands of candidates may tie just below the best: they are put in name order by their
+    # places (a _Named reads no name for it) and only the few taken are read by name.
+    near = (values >= floor).nonzero()[0]
+    if isinstance(names, _Named):
+        near = names.by_name(near)
     else:
-        floor = heapq.nlargest(count, totals)[-1] - ROUNDING_MARGIN
-    wanted = count - len(ranked)
-    if isinstance(totals, np.ndarray) and isinstance(names, _Named):
-        # Thousands of candidates may tie just below the best: they are ordered by their places in
-        # name order and only the few taken are read by name.
-        near = names.by_name((totals >= floor).nonzero()[0])
-        values = totals[near].tolist()
-        rounded = {v: round(v, 6) for v in values}  # Python's rounding, once per distinct total
-        scores = np.fromiter(map(rounded.__getitem__, values), np.float64, len(values))
-        keep = scores != best  # every candidate that rounds to the best is among the tied
-        taken = np.argsort(-scores[keep], kind="stable")[:wanted]
-        picked = zip(near[keep][taken].tolist(), scores[keep][taken].tolist(), strict=True)
-        return ranked + [(names[i], v) for i, v in picked]
-    top = set(tied)
-    others = [(n, round(t, 6)) for n, t in _near(names, totals, floor) if n not in top]
-    return ranked + sorted(others, key=lambda p: (-p[1], p[0]))[:wanted]
+        near = np.array(sorted(near.tolist(), key=names.__getitem__), np.intp)
+    near_values = values[near].tolist()
+    rounded = {v: round(v, 6) for v in near_values}  # Python's rounding, once per distinct total
+    scores = np.fromiter(map(rounded.__getitem__, near_values), np.float64, len(near_values))
+    keep = scores != best  # every candidate that rounds to the best is among the tied
+    taken = np.argsort(-scores[keep], kind="stable")[: count - len(ranked)]
+    picked = zip(near[keep][taken].tolist(), scores[keep][taken].tolist(), strict=True)
+    return ranked + [(names[i], v) for i, v in picked]
 
 
 def _invalid(pod: Pod, names: Sequence[str], exc: SpecError, chain: tuple[str, ...], seed: int) -> Decision:
