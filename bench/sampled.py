@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from bench.e2e import SCALE_GROUPS, _existing, _pod
+from bench.e2e import NODE_RESOURCES, SCALE_GROUPS, _existing, _pod
 from bench.stats import latency, table
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.model import Pod
@@ -41,7 +41,7 @@ from berth.engine import Step, chain
 from berth.extender.app import create_app
 from berth.extender.placer import Placer
 from berth.extender.sample import feasible_nodes_to_find
-from berth.extender.serve import GC_THRESHOLDS, SnapshotCluster
+from berth.extender.serve import GC_THRESHOLDS, SnapshotCluster, _no_binding
 from berth.pipeline import build_pipeline
 
 DECIDE = importlib.import_module("berth.engine.decide")  # the module: berth.engine's `decide` is the function
@@ -56,7 +56,7 @@ STEP_HEADERS = ["step", "cold us a filter (mean)", "share"]
 
 def world(nodes: int, existing: int) -> ClusterView:
     """bench.e2e's plain shape: nodes of 32 CPUs and 128 GiB, `existing` running pods in groups."""
-    resources = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    resources = NODE_RESOURCES
     states = []
     for i in range(nodes):
         name = f"node-{i:04d}"
@@ -79,10 +79,6 @@ def kube_order(view: ClusterView, seed: int = 7) -> list[str]:
     names = view.node_names()
     random.Random(seed).shuffle(names)
     return names
-
-
-async def _no_binding(pod: Pod, node: str, annotations: dict[str, str]) -> None:
-    return None
 
 
 async def _no_events(pod: Pod, events: list) -> None:
