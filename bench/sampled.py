@@ -1,6 +1,6 @@
 """A pod with no rule, filtered and bound in process over kube-scheduler's sample: warm, and cold.
 
-    python -m bench.sampled [--nodes 5000] [--existing 25000] [--pods 600] [--steps]
+    python -m bench.sampled [--shape plain|preferred] [--nodes 5000] [--existing 25000] [--pods 600] [--steps]
 
 On the control plane (`python -m bench --only e2e --e2e-shape plain`) `berth serve`'s filter of such a
 pod costs about 2.2 ms of its thread's CPU at 5000 nodes (500 names a call), where the same call in a
@@ -12,7 +12,9 @@ kube's rotation, through the same entry point as over HTTP (the request bytes in
 Each phase places `pods` pods: warm (one call after another), then cold (a buffer larger than the
 last-level cache read before each call). The cold figures are within about 10 % of the control
 plane's (bench/RESULTS.md), so they are what a change to the plain shape should move, in a minute
-instead of ten. With --steps, the cold filter's time by step of the chain.
+instead of ten. With --steps, the cold filter's time by step of the chain. `--shape preferred` gives
+every pod, running and new, scheduler_perf's preferred pod anti-affinity to its group (the e2e
+benchmark's preferred shape, run there at 5000 nodes with 5000 running pods).
 """
 
 from __future__ import annotations
@@ -49,13 +51,16 @@ NAMESPACE = "sampled"
 PROFILE = "berth-scheduler"
 # Read before each cold call: more than any last-level cache this runs on is likely to hold.
 EVICT_BYTES = 96 << 20
-HEADERS = ["nodes", "running", "names a call", "pods", "verb", "warm p50 ms", "warm p99 ms"]
+# bench.e2e's shapes whose every node is feasible, and the rule their pods carry.
+SHAPES = {"plain": "none", "preferred": "preferred-anti-affinity"}
+HEADERS = ["shape", "nodes", "running", "names a call", "pods", "verb", "warm p50 ms", "warm p99 ms"]
 HEADERS += ["cold p50 ms", "cold p99 ms", "cold / warm p50"]
 STEP_HEADERS = ["step", "cold us a filter (mean)", "share"]
 
 
-def world(nodes: int, existing: int) -> ClusterView:
-    """bench.e2e's plain shape: nodes of 32 CPUs and 128 GiB, `existing` running pods in groups."""
+def world(nodes: int, existing: int, rule: str = "none") -> ClusterView:
+    """bench.e2e's world: nodes of 32 CPUs and 128 GiB, `existing` running pods in groups, each with
+    `rule` toward its group."""
     resources = NODE_RESOURCES
     states = []
     for i in range(nodes):
@@ -66,7 +71,7 @@ def world(nodes: int, existing: int) -> ClusterView:
         states.append(node_from_k8s(obj))
     pods = []
     for i in range(existing):
-        body = _existing(i, nodes, NAMESPACE, PROFILE, "none", existing)
+        body = _existing(i, nodes, NAMESPACE, PROFILE, rule, existing)
         body["metadata"]["uid"] = f"running-{i:08d}"
         body["status"] = {"phase": "Running"}
         pods.append(pod_from_k8s(body))
@@ -93,9 +98,12 @@ class Evictor:
         self.buffer.sum()
 
 
-def run(nodes: int, existing: int, pods: int) -> tuple[list[list[Any]], Counter[str], list[int]]:
+def run(
+    nodes: int, existing: int, pods: int, shape: str = "plain"
+) -> tuple[list[list[Any]], Counter[str], list[int]]:
     """The table's rows, the cold filters' time by step, and each cold filter's nanoseconds."""
-    view = world(nodes, existing)
+    rule = SHAPES[shape]
+    view = world(nodes, existing, rule)
     order = kube_order(view)
     sample = feasible_nodes_to_find(0, nodes)
     placer = Placer(
@@ -129,7 +137,7 @@ def run(nodes: int, existing: int, pods: int) -> tuple[list[list[Any]], Counter[
 
     async def place(i: int, phase: str) -> None:
         nonlocal start
-        body = _pod(f"p-{i:05d}", NAMESPACE, PROFILE, f"g{i % SCALE_GROUPS}", "none")
+        body = _pod(f"p-{i:05d}", NAMESPACE, PROFILE, f"g{i % SCALE_GROUPS}", rule)
         meta = body["metadata"]
         meta["uid"] = f"new-{i:08d}"
         names = [order[(start + k) % len(order)] for k in range(sample)]
@@ -153,7 +161,19 @@ def run(nodes: int, existing: int, pods: int) -> tuple[list[list[Any]], Counter[
     for verb in ("filter", "bind"):
         warm, cold = latency(times[("warm", verb)]), latency(times[("cold", verb)])
         rows.append(
-            [nodes, existing, sample, pods, verb, warm.p50, warm.p99, cold.p50, cold.p99, cold.p50 / warm.p50]
+            [
+                shape,
+                nodes,
+                existing,
+                sample,
+                pods,
+                verb,
+                warm.p50,
+                warm.p99,
+                cold.p50,
+                cold.p99,
+                cold.p50 / warm.p50,
+            ]
         )
     return rows, spent, times[("cold", "filter")]
 
@@ -203,6 +223,9 @@ def step_rows(spent: Counter[str], filters_ns: list[int], top: int = 12) -> list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sampled", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--shape", choices=sorted(SHAPES), default="plain", help="the pods' rule (bench.e2e's shape)"
+    )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--existing", type=int, default=25000, help="running pods")
     parser.add_argument("--pods", type=int, default=600, help="new pods in each phase, warm and cold")
@@ -211,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.nodes < 1 or args.existing < 0 or args.pods < 1:
         parser.error("--nodes and --pods must be at least 1, --existing at least 0")
     began = time.perf_counter()
-    rows, spent, filters = run(args.nodes, args.existing, args.pods)
-    print(table("Kube's sample in process: a pod with no rule, warm and cold", HEADERS, rows))
+    rows, spent, filters = run(args.nodes, args.existing, args.pods, args.shape)
+    print(table("Kube's sample in process: a new pod, warm and cold", HEADERS, rows))
     if args.steps:
         print(table("Where the cold filter's time goes", STEP_HEADERS, step_rows(spent, filters)))
     print(f"total {time.perf_counter() - began:.1f} s", file=sys.stderr)

@@ -208,21 +208,33 @@ def test_the_mend_benchmark_finds_a_burst_where_each_mend_answers(tmp_path):
         assert max(float(r["mended answers per burst"]) for r in rows if r["step"] == step) > 0, step
 
 
-def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the_filter_spends(tmp_path):
+@pytest.mark.parametrize("shape", ["plain", "preferred"])
+def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the_filter_spends(
+    tmp_path, shape
+):
     """bench.sampled: berth's filter and bind over kube's sample of a cluster built in process, each
     pod placed (it stops otherwise), the cold phase's filter broken down into its parts."""
     out = _bench(
-        ["bench.sampled", "--nodes", "300", "--existing", "600", "--pods", "20", "--steps"], tmp_path
+        ["bench.sampled", "--shape", shape, "--nodes", "300", "--existing", "600", "--pods", "20", "--steps"],
+        tmp_path,
     )
     tables = _tables(out)
-    rows = {r["verb"]: r for r in tables["Kube's sample in process: a pod with no rule, warm and cold"]}
+    rows = {r["verb"]: r for r in tables["Kube's sample in process: a new pod, warm and cold"]}
     assert set(rows) == {"filter", "bind"}
     for row in rows.values():
         # kube's numFeasibleNodesToFind at 300 nodes: (50 - 300 / 125) % of them
-        assert (row["nodes"], row["running"], row["names a call"], row["pods"]) == ("300", "600", "144", "20")
+        assert (row["shape"], row["nodes"], row["running"], row["names a call"], row["pods"]) == (
+            shape,
+            "300",
+            "600",
+            "144",
+            "20",
+        )
         for phase in ("warm", "cold"):
             assert 0 < _number(row[f"{phase} p50 ms"]) <= _number(row[f"{phase} p99 ms"])
     parts = {r["step"]: r for r in tables["Where the cold filter's time goes"]}
     assert {"kube/default-score", "(the candidates made from the names)"} <= set(parts)
+    if shape == "preferred":  # its pods are scored for their pod anti-affinity, and that is timed
+        assert "kube/preferences" in parts
     assert sum(_number(r["share"]) for r in parts.values()) == pytest.approx(1, abs=0.08)  # 2 decimals each
     assert all(_number(r["cold us a filter (mean)"]) >= 0 for r in parts.values())
