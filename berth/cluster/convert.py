@@ -402,19 +402,57 @@ def _controller(meta: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", record: bool = True) -> Pod:
-    """A pod as berth reads it; `record=False` leaves out its placement record (the live cache, which
-    never reads it, keeps memory per pod small and annotation maps shared)."""
-    meta = obj.get("metadata") or {}
-    name = _text(meta.get("name") or meta.get("generateName"), "metadata.name", "Pod") or ""
-    if not name:
-        raise SnapshotError("a Pod without metadata.name", source="Pod")
-    namespace = _text(meta.get("namespace"), "metadata.namespace", f"Pod {name}") or default_namespace
-    source = f"Pod {namespace}/{name}"
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    annotations = _berth_annotations(meta, source)
-    placement = annotations.pop(ann.PLACEMENT_RECORD, "")
+class SpecMemo:
+    """What a pod's record takes from its spec, labels and namespace, kept for the pods converted
+    last, by uid.
+
+    `berth serve` converts a pod at each watch event about it (created, bound, started by its
+    kubelet) and at each call of the scheduler about it, and between them its spec and labels do not
+    change: the binding sets spec.nodeName, the kubelet writes status. Comparing the spec with the
+    one converted before reads it once; converting it again (the requests summed, the affinity,
+    spread and tolerations parsed and checked) costs several times that, the more so with the
+    processor's caches cold, as they are in a live extender between two calls. Only for objects from
+    the API server: it has checked their types, and JSON's 1 == 1.0 == true would otherwise let a
+    malformed file pass for a valid one converted before. Two generations of `size` pods each, so
+    that the pods in flight are kept without a bound on one dict's order."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.new: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any]]] = {}
+        self.old: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any]]] = {}
+
+    def get(self, uid: str, namespace: str, labels: Any, spec: dict[str, Any]) -> dict[str, Any] | None:
+        """The fields kept for this pod when its namespace, labels and spec (but spec.nodeName) are
+        those converted before; None otherwise."""
+        held = self.new.get(uid) or self.old.get(uid)
+        if held is None:
+            return None
+        held_namespace, held_labels, held_spec, fields = held
+        if held_namespace != namespace or held_labels != labels:
+            return None
+        if len(held_spec) != len(spec) - ("nodeName" in spec):
+            return None
+        missing = _MISSING
+        for key, value in held_spec.items():
+            if spec.get(key, missing) != value:
+                return None
+        return fields
+
+    def put(
+        self, uid: str, namespace: str, labels: Any, spec: dict[str, Any], fields: dict[str, Any]
+    ) -> None:
+        if len(self.new) >= self.size:
+            self.old, self.new = self.new, {}
+        kept = {key: value for key, value in spec.items() if key != "nodeName"}
+        self.new[uid] = (namespace, labels, kept, fields)
+
+
+_MISSING = object()
+SPEC_MEMO = SpecMemo()
+
+
+def _from_spec(spec: dict[str, Any], meta: dict[str, Any], namespace: str, source: str) -> dict[str, Any]:
+    """The fields of a pod's record made from its spec, labels and namespace (all but spec.nodeName)."""
     requests, limits = pod_requests(spec, source)
     nonzero_cpu, nonzero_memory = nonzero_requests(spec, source)
     node_affinity, preferred_node_affinity = _node_affinity(spec, source)
@@ -426,22 +464,15 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
         spread = _spread(spec, labels)
     except ValueError as exc:
         raise SnapshotError(str(exc), source=source) from exc
-    return Pod(
-        namespace=_word(namespace),
-        name=name,
-        uid=_text(meta.get("uid") or "", "metadata.uid", source),
-        labels=_shared(labels),
-        annotations=_shared(annotations),
-        node_name=_word(_text(spec.get("nodeName") or "", "spec.nodeName", source)),
-        phase=_word(_text(status.get("phase") or "Pending", "status.phase", source)),
-        scheduler_name=_word(
+    return {
+        "labels": _shared(labels),
+        "scheduler_name": _word(
             _text(spec.get("schedulerName") or "default-scheduler", "spec.schedulerName", source)
         ),
-        tags=read_neighbour_tags(annotations.get(ann.TAGS)),
-        requests=_shared(requests),
-        limits=_shared(limits),
-        node_selector=_shared(node_selector),
-        tolerations=tuple(
+        "requests": _shared(requests),
+        "limits": _shared(limits),
+        "node_selector": _shared(node_selector),
+        "tolerations": tuple(
             Toleration(
                 key=t.get("key", "") or "",
                 operator=t.get("operator", "Equal") or "Equal",
@@ -450,25 +481,62 @@ def pod_from_k8s(obj: dict[str, Any], *, default_namespace: str = "default", rec
             )
             for t in spec.get("tolerations") or []
         ),
-        required_node_affinity=node_affinity,
-        preferred_node_affinity=preferred_node_affinity,
-        affinity=affinity,
-        spread=spread,
-        host_ports=_host_ports(spec),
+        "required_node_affinity": node_affinity,
+        "preferred_node_affinity": preferred_node_affinity,
+        "affinity": affinity,
+        "spread": spread,
+        "host_ports": _host_ports(spec),
+        "nonzero_cpu": nonzero_cpu,
+        "nonzero_memory": nonzero_memory,
+        "unmodelled": _unmodelled(spec),
+        "priority": priority if isinstance(priority := spec.get("priority"), int) else 0,
+        "priority_class": _word(_text(spec.get("priorityClassName") or "", "spec.priorityClassName", source)),
+        "preempts": spec.get("preemptionPolicy") != "Never",
+    }
+
+
+def pod_from_k8s(
+    obj: dict[str, Any], *, default_namespace: str = "default", record: bool = True, memo: bool = False
+) -> Pod:
+    """A pod as berth reads it; `record=False` leaves out its placement record (the live cache, which
+    never reads it, keeps memory per pod small and annotation maps shared). `memo=True`, for objects
+    from the API server only: what the pod's spec gives is reused from its last conversion when its
+    spec, labels and namespace are the same (SpecMemo)."""
+    meta = obj.get("metadata") or {}
+    name = _text(meta.get("name") or meta.get("generateName"), "metadata.name", "Pod") or ""
+    if not name:
+        raise SnapshotError("a Pod without metadata.name", source="Pod")
+    namespace = _text(meta.get("namespace"), "metadata.namespace", f"Pod {name}") or default_namespace
+    source = f"Pod {namespace}/{name}"
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    annotations = _berth_annotations(meta, source)
+    placement = annotations.pop(ann.PLACEMENT_RECORD, "")
+    uid = meta.get("uid") or ""
+    fields = None
+    if memo and uid and type(uid) is str:
+        fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec)
+    if fields is None:
+        fields = _from_spec(spec, meta, namespace, source)
+        if memo and uid and type(uid) is str:
+            SPEC_MEMO.put(uid, namespace, meta.get("labels"), spec, fields)
+    return Pod(
+        namespace=_word(namespace),
+        name=name,
+        uid=_text(uid, "metadata.uid", source),
+        annotations=_shared(annotations),
+        node_name=_word(_text(spec.get("nodeName") or "", "spec.nodeName", source)),
+        phase=_word(_text(status.get("phase") or "Pending", "status.phase", source)),
+        tags=read_neighbour_tags(annotations.get(ann.TAGS)),
         controller=_controller(meta),
-        nonzero_cpu=nonzero_cpu,
-        nonzero_memory=nonzero_memory,
         deleting=bool(meta.get("deletionTimestamp")),
-        unmodelled=_unmodelled(spec),
-        priority=priority if isinstance(priority := spec.get("priority"), int) else 0,
-        priority_class=_word(_text(spec.get("priorityClassName") or "", "spec.priorityClassName", source)),
         nominated_node=_word(
             _text(status.get("nominatedNodeName") or "", "status.nominatedNodeName", source)
         ),
         start_time=status.get("startTime") or "",
-        preempts=spec.get("preemptionPolicy") != "Never",
         creation=meta.get("creationTimestamp", "") or "",
         record=placement if record else "",
+        **fields,
     )
 
 

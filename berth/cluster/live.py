@@ -324,7 +324,7 @@ class LiveCluster:
 
     def _apply_pod(self, obj: dict[str, Any]) -> None:
         try:
-            pod = pod_from_k8s(obj, record=False)
+            pod = pod_from_k8s(obj, record=False, memo=True)
         except BerthError as exc:
             log.warning("ignoring pod %s: %s", _meta_key(obj), exc.message)
             return
@@ -355,7 +355,7 @@ class LiveCluster:
             # Deleted at once (no grace period): the watch never showed it going.
             with contextlib.suppress(BerthError):
                 self.view.planned.note(
-                    msgspec.structs.replace(pod_from_k8s(obj, record=False), deleting=True)
+                    msgspec.structs.replace(pod_from_k8s(obj, record=False, memo=True), deleting=True)
                 )
         uid = meta.get("uid")
         if uid:

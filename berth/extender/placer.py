@@ -327,7 +327,7 @@ class Placer:
         if asked is None:
             asked = self.asked(args)
         try:
-            pod = pod_from_k8s(args.pod)
+            pod = pod_from_k8s(args.pod, memo=True)
         except BerthError as exc:
             reason = f"berth: the pod cannot be read: {exc.message}"
             return wire.ExtenderFilterResult(
@@ -504,7 +504,7 @@ class Placer:
         if wanted >= len(view):
             return  # kube asks about every node it finds feasible: nothing to hand over
         try:
-            pod = pod_from_k8s(obj)
+            pod = pod_from_k8s(obj, memo=True)
         except BerthError:
             return  # refused with its reason at the first attempt
         some = listed(pod, view, self.online)
@@ -550,7 +550,7 @@ class Placer:
         that berth's make room for are reprieved."""
         if not self.cluster.ready():
             return wire.ExtenderPreemptionResult()  # no node: preemption does not go ahead
-        pod = pod_from_k8s(args.pod)
+        pod = pod_from_k8s(args.pod, memo=True)
         key = pod.uid or pod.key
         under_way = self._room_being_made(key)
         if under_way is not None:
@@ -679,7 +679,7 @@ class Placer:
     async def prioritize(self, args: wire.ExtenderArgs) -> list[wire.HostPriority]:
         names = args.candidate_names()
         try:
-            pod = pod_from_k8s(args.pod)
+            pod = pod_from_k8s(args.pod, memo=True)
         except BerthError:
             return [wire.HostPriority(host=n, score=0) for n in names]
         # Only configurations without berth's filter call this with several nodes: decide here.

@@ -1,0 +1,129 @@
+"""A pod converted again from the API server reuses what its spec gave before (SpecMemo) only while
+its spec, labels and namespace are those converted then: the record is the one a fresh conversion
+gives, whatever changed between two events about the pod."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import berth.cluster.convert as convert
+from berth.cluster.convert import SpecMemo, pod_from_k8s
+from berth.errors import SnapshotError
+from tests.builders import pod
+
+
+def _base() -> dict[str, Any]:
+    """A pod whose record reads its labels through its spec: pod affinity and spread with
+    matchLabelKeys, a toleration, requests, a priority."""
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "matchLabelKeys": ["version"],
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "matchLabelKeys": ["version"],
+    }
+    spec = {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": term}]
+            }
+        },
+        "topologySpreadConstraints": [spread],
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}],
+        "priority": 10,
+    }
+    return pod(
+        "web-1", uid="uid-web-1", labels={"app": "web", "version": "v1"}, cpu="250m", memory="64Mi", spec=spec
+    )
+
+
+def _set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[path[-1]] = value
+
+
+CHANGES = [
+    # what a watch event or a scheduling attempt brings: none of it is in what the memo keeps
+    (("spec", "nodeName"), "node-7"),
+    (("status", "phase"), "Running"),
+    (("status", "startTime"), "2026-12-05T01:00:00Z"),
+    (("status", "nominatedNodeName"), "node-3"),
+    (("metadata", "annotations"), {"berth.dev/tags": '["web"]'}),
+    (("metadata", "deletionTimestamp"), "2026-12-05T02:00:00Z"),
+    # what is: each must be converted anew
+    (("metadata", "labels"), {"app": "web", "version": "v2"}),
+    (("metadata", "labels"), {"app": "api"}),
+    (("metadata", "namespace"), "other"),
+    (("spec", "priority"), 20),
+    (("spec", "schedulerName"), "berth-scheduler"),
+    (("spec", "tolerations"), []),
+    (("spec", "nodeSelector"), {"disk": "ssd"}),
+    (("spec", "containers"), [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}]),
+    (("spec", "topologySpreadConstraints"), []),
+    (("spec", "preemptionPolicy"), "Never"),
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(range(len(CHANGES))), min_size=1, max_size=8))
+def test_a_pod_converted_with_the_memo_is_the_pod_a_fresh_conversion_gives(steps):
+    obj = _base()
+    memo = SpecMemo()
+    kept, convert.SPEC_MEMO = convert.SPEC_MEMO, memo
+    try:
+        assert pod_from_k8s(copy.deepcopy(obj), memo=True) == pod_from_k8s(copy.deepcopy(obj))
+        for step in steps:
+            path, value = CHANGES[step]
+            _set(obj, path, copy.deepcopy(value))
+            assert pod_from_k8s(copy.deepcopy(obj), memo=True) == pod_from_k8s(copy.deepcopy(obj))
+    finally:
+        convert.SPEC_MEMO = kept
+
+
+def test_the_memo_serves_the_events_that_leave_the_spec_alone_and_only_those():
+    memo = SpecMemo()
+    obj = _base()
+    fields = {"requests": {"cpu": 250}}
+    memo.put("u", "default", obj["metadata"]["labels"], obj["spec"], fields)
+    bound = copy.deepcopy(obj)
+    bound["spec"]["nodeName"] = "node-7"
+    assert memo.get("u", "default", bound["metadata"]["labels"], bound["spec"]) is fields
+    assert memo.get("u", "other", obj["metadata"]["labels"], obj["spec"]) is None
+    assert memo.get("u", "default", {"app": "web"}, obj["spec"]) is None
+    assert memo.get("v", "default", obj["metadata"]["labels"], obj["spec"]) is None
+    grown = copy.deepcopy(obj)
+    grown["spec"]["hostNetwork"] = True
+    assert memo.get("u", "default", grown["metadata"]["labels"], grown["spec"]) is None
+    shrunk = copy.deepcopy(obj)
+    del shrunk["spec"]["priority"]
+    assert memo.get("u", "default", shrunk["metadata"]["labels"], shrunk["spec"]) is None
+
+
+def test_a_spec_made_malformed_after_a_good_conversion_is_still_refused_with_its_field():
+    obj = _base()
+    pod_from_k8s(copy.deepcopy(obj), memo=True)
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    with pytest.raises(SnapshotError, match="cpu"):
+        pod_from_k8s(obj, memo=True)
+
+
+def test_the_memo_keeps_two_generations_of_pods():
+    memo = SpecMemo(size=2)
+    spec: dict[str, Any] = {"containers": []}
+    for uid in ("a", "b", "c"):
+        memo.put(uid, "ns", None, spec, {"uid": uid})
+    assert memo.get("a", "ns", None, spec) == {"uid": "a"}  # the older generation
+    memo.put("d", "ns", None, spec, {})
+    memo.put("e", "ns", None, spec, {})
+    assert memo.get("a", "ns", None, spec) is None  # two generations on
