@@ -3,6 +3,7 @@ on them: exact, or not found at all (and then decoded as before)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import msgspec
@@ -139,3 +140,25 @@ def test_a_long_node_names_that_is_not_an_array_of_strings_is_a_400_naming_the_f
         response = client.post("/filter", json={"Pod": tagged, "NodeNames": bad})
         assert response.status_code == 400
         assert "NodeNames" in response.json()["error"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_names_decoded_are_found_by_their_hashes_exactly_or_not_at_all(data):
+    """Slots.find: the slot of every name asked, in the order asked (a name twice too); None as soon
+    as one name is not a node's, so that the caller says which."""
+    slots = Slots.of(list(NAMES), 1)
+    asked = data.draw(st.lists(st.sampled_from(NAMES), min_size=2, max_size=50))
+    found = slots.find(asked)
+    assert found is not None and [NAMES[s] for s in found.tolist()] == asked
+    stranger = data.draw(st.text(min_size=1, max_size=12).filter(lambda n: n not in NAMES))
+    assert slots.find([*asked, stranger]) is None
+
+
+def test_a_hash_that_leads_to_another_nodes_slot_is_never_taken_for_it():
+    """Two names with one hash (or a table out of step with its names) cannot hand a name another
+    node's slot: every name is compared with the one held at the slot found for it."""
+    slots = Slots.of(list(NAMES), 1)
+    crossed = dataclasses.replace(slots, by_hash=slots.by_hash[::-1].copy())
+    assert crossed.find(["node-0001", "node-0002"]) is None
+    assert slots.find(["node-0001", "node-0002"]).tolist() == [1, 2]

@@ -25,6 +25,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -151,6 +152,8 @@ class Slots:
     index: dict[str, int]  # node name -> slot
     rank: np.ndarray  # slot -> the node's place among the names sorted
     by_rank: np.ndarray  # the other way round: place among the names sorted -> slot
+    hashes: np.ndarray  # the names' Python hashes, sorted
+    by_hash: np.ndarray  # place among the hashes sorted -> slot
 
     @classmethod
     def of(cls, names: list[str], generation: int) -> Slots:
@@ -158,7 +161,28 @@ class Slots:
         rank = np.empty(len(names), dtype=np.intp)
         rank[by_rank] = np.arange(len(names))
         index = {name: slot for slot, name in enumerate(names)}
-        return cls(generation, names, index, rank, by_rank)
+        hashes = np.fromiter(map(hash, names), np.int64, len(names))
+        by_hash = np.argsort(hashes, kind="stable")
+        return cls(generation, names, index, rank, by_rank, hashes[by_hash], by_hash)
+
+    def find(self, names: list[str]) -> np.ndarray | None:
+        """The slot of each name, in order; None when one is not a node's (or two nodes' names
+        share a hash). Live, between two calls the other processes have the caches: a dict probe
+        per name reads the table, the entry, the key held and the slot's int, one miss each, where
+        this hashes the names (just decoded, in the cache), finds the hashes in one sorted array
+        all at once, and checks every name against the one held at its slot in one comparison."""
+        if len(names) < 2 or not len(self.names):
+            return None
+        hashes = np.fromiter(map(hash, names), np.int64, len(names))
+        at = np.searchsorted(self.hashes, hashes)
+        np.minimum(at, len(self.hashes) - 1, out=at)
+        if not np.array_equal(self.hashes[at], hashes):
+            return None
+        slots = self.by_hash[at]
+        # Exact: every name asked equal to the one held at its slot, in C.
+        if list(itemgetter(*slots.tolist())(self.names)) != names:
+            return None
+        return slots
 
 
 class ChangeLog:

@@ -259,6 +259,8 @@ def _candidates(
     index = layout.index
     unknown_names: list[str] = []
     try:
+        if slots is None and isinstance(names, list):
+            slots = layout.find(names)
         if slots is None:
             slots = np.fromiter(map(index.__getitem__, names), np.intp, len(names))
     except KeyError:
