@@ -150,6 +150,8 @@ class SoftFilterLocalityHints(AllocStep, SetFilter[tuple[Hint, ...]]):
         # Spreading concerns only the nodes that already host pods of the namespace; their reasons,
         # one per pod count, are made when read.
         owners = ctx.view.owner_nodes(ctx.pod.namespace)
+        if len(owners) >= len(ctx.view):
+            return {}  # every node of the view hosts pods of the namespace (owners are the view's nodes)
         if len(owners) >= len(cands) and owners.keys() >= cands.keys():
             return {}  # every candidate hosts pods of the namespace: none is set aside (checked in C)
         counts = {n: c for n, c in owners.items() if n in cands}
