@@ -154,23 +154,21 @@ class InterPodAffinity(NodeFilter[Required]):
 HARD_POD_AFFINITY_WEIGHT = 1  # kube's InterPodAffinityArgs default
 
 
-def topology_score(ctx: PodContext) -> dict[str, Counter]:
-    """kube's PreScore: topology key -> value -> the summed weights, over every running pod."""
+# What kube's PreScore counts for one pod, before it is summed by domain: topology key -> (weight,
+# node -> pods there that a term with that weight selects) for every term that counts.
+Weighed = dict[str, list[tuple[int, Mapping[str, int]]]]
+
+
+def topology_score(ctx: PodContext) -> Weighed:
+    """kube's PreScore, the terms that count for the pod: its own preferred terms with the pods they
+    select, and the running pods' terms that select it with those pods' nodes. A domain's score is
+    the sum of weight x pods over the nodes of the domain (berth.vocab.kube.score sums them by slot)."""
     view = ctx.view
-    out: dict[str, Counter] = {}
+    out: Weighed = {}
 
     def add(term: AffinityTerm, weight: int, nodes: Mapping[str, int]) -> None:
-        key = term.topology_key
-        summed = out.get(key)
-        if summed is None:
-            summed = out[key] = Counter()
-        # A few hundred nodes per term, every decision: each node's value of the key read from the
-        # view's domains (kept with the node records), not from its labels.
-        value_of = view.domains(key).of.get
-        for name, count in nodes.items():
-            value = value_of(name)
-            if value is not None:
-                summed[value] += weight * count
+        if nodes:
+            out.setdefault(term.topology_key, []).append((weight, nodes))
 
     affinity = ctx.pod.affinity
     if affinity is not None:
@@ -191,4 +189,4 @@ def topology_score(ctx: PodContext) -> dict[str, Counter]:
         for weighted in terms.preferred_anti:
             if term_selects(weighted.term, ctx.pod, view):
                 add(weighted.term, -weighted.weight, nodes)
-    return {key: values for key, values in out.items() if values}
+    return out

@@ -48,6 +48,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -58,7 +59,7 @@ from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import ArrayValues, PodContext, Skipped, Tier, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
-from berth.vocab.kube.interpod import topology_score
+from berth.vocab.kube.interpod import Weighed, topology_score
 from berth.vocab.kube.node_affinity import preferred_terms, preferred_weight
 from berth.vocab.kube.node_resources import MAX_NODE_SCORE, balanced_allocation, least_allocated
 from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
@@ -89,7 +90,7 @@ class Prepared:
     preferred: tuple[tuple[int, dict], ...]  # (weight, nodeSelectorTerm) of preferred node affinity
     soft: Soft | None
     domains: list[Counter]
-    topology: dict[str, Counter]
+    topology: dict[str, np.ndarray]  # InterPodAffinity's score by a label value's id (_Nodes.weights)
     resources: bool  # the tier scores LeastAllocated and BalancedAllocation
     cpu: int  # the pod's requests as kube's LeastAllocated counts them (non-zero)
     memory: int
@@ -110,7 +111,7 @@ class _KubeScore(Tier[Prepared]):
         taints: bool = False,
         preferred: tuple[tuple[int, dict], ...] = (),
         soft: Soft | None = None,
-        topology: dict[str, Counter] | None = None,
+        topology: dict[str, np.ndarray] | None = None,
         resources: bool = False,
     ) -> Prepared:
         pod = ctx.pod
@@ -276,7 +277,7 @@ class KubePreferences(_KubeScore):
         pod = ctx.pod
         preferred = preferred_terms(pod)
         soft = own_soft(pod)
-        topology = topology_score(ctx)
+        topology = _Nodes.of(ctx.view).weights(topology_score(ctx))
         taints = _any_prefer_no_schedule(ctx.view)
         if not (preferred or soft or topology or taints):
             return skip(
@@ -325,11 +326,11 @@ def _any_prefer_no_schedule(view: ClusterView) -> bool:
 
 def _inter_pod(nodes: _Nodes, prepared: Prepared, at: np.ndarray) -> np.ndarray:
     """InterPodAffinity's raw value of the nodes at slots `at`: the summed weights of the terms that
-    select pods in each node's domains (prepared.topology: label key -> domain -> weight)."""
+    select pods in each node's domains (prepared.topology: label key -> weight by the id of a value)."""
     out = np.zeros(len(at), np.int64)
-    for key, scores in prepared.topology.items():
+    for key, by_id in prepared.topology.items():
         ids, _ = nodes.label(key)
-        out += nodes.table(key, scores)[ids[at]]
+        out += by_id[ids[at]]
     return out
 
 
@@ -466,6 +467,30 @@ class _Nodes:
             at = ids.get(value)
             if at is not None:
                 out[at] = count
+        return out
+
+    def weights(self, weighed: Weighed) -> dict[str, np.ndarray]:
+        """kube's PreScore summed by domain: label key -> the summed weight x pods of each value of
+        the key by its id (label), one more entry (0) for id -1, the nodes without the label; only
+        the keys some node of the terms has a value of. The nodes are found by slot and summed with
+        numpy: a few hundred nodes per term, every decision, cost more one at a time in Python than
+        the rest of the score (a dict probe and a counter per node, then per value)."""
+        out = {}
+        index = self.view.slots().index
+        for key, parts in weighed.items():
+            ids, names = self.label(key)
+            by_id = np.zeros(len(names) + 1, np.int64)
+            counted = False
+            for weight, nodes in parts:
+                slots = np.fromiter(map(index.get, nodes, repeat(-1)), np.intp, len(nodes))
+                counts = np.fromiter(nodes.values(), np.int64, len(nodes))
+                of = np.where(slots >= 0, ids[slots], -1)  # a node the view does not hold: no value
+                held = of >= 0
+                if held.any():
+                    counted = True
+                    np.add.at(by_id, of[held], weight * counts[held])
+            if counted:
+                out[key] = by_id
         return out
 
     def allocatable(self, resource: str) -> np.ndarray:
