@@ -174,11 +174,13 @@ class Slots:
         if len(names) < 2 or not len(self.names):
             return None
         hashes = np.fromiter(map(hash, names), np.int64, len(names))
-        at = np.searchsorted(self.hashes, hashes)
+        # (the arrays' own methods and a comparison of bytes: numpy's functions of the same name
+        # cost a Python call each, cold, for nothing here)
+        at = self.hashes.searchsorted(hashes)
         np.minimum(at, len(self.hashes) - 1, out=at)
-        if not np.array_equal(self.hashes[at], hashes):
+        if self.hashes.take(at).tobytes() != hashes.tobytes():
             return None
-        slots = self.by_hash[at]
+        slots = self.by_hash.take(at)
         # Exact: every name asked equal to the one held at its slot, in C.
         if list(itemgetter(*slots.tolist())(self.names)) != names:
             return None
