@@ -414,7 +414,8 @@ class SpecMemo:
     processor's caches cold, as they are in a live extender between two calls. Only for objects from
     the API server: it has checked their types, and JSON's 1 == 1.0 == true would otherwise let a
     malformed file pass for a valid one converted before. Two generations of `size` pods each, so
-    that the pods in flight are kept without a bound on one dict's order."""
+    that the pods in flight are kept without a bound on one dict's order; each entry holds a
+    shallow copy of the spec (its nested objects shared with the decoded pod), a few kilobytes."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
@@ -513,12 +514,11 @@ def pod_from_k8s(
     annotations = _berth_annotations(meta, source)
     placement = annotations.pop(ann.PLACEMENT_RECORD, "")
     uid = meta.get("uid") or ""
-    fields = None
-    if memo and uid and type(uid) is str:
-        fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec)
+    keyed = memo and type(uid) is str and bool(uid)
+    fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec) if keyed else None
     if fields is None:
         fields = _from_spec(spec, meta, namespace, source)
-        if memo and uid and type(uid) is str:
+        if keyed:
             SPEC_MEMO.put(uid, namespace, meta.get("labels"), spec, fields)
     return Pod(
         namespace=_word(namespace),
