@@ -341,6 +341,8 @@ class ClusterView:
         # What depends on the node records alone (cleared when a node changes), and numbers per node.
         self._node_memo: dict[Hashable, Any] = {}
         self._columns: dict[Hashable, NodeColumn] = {}
+        # Every node whose record or pods changed, in order (ClusterView.touched).
+        self._touched = ChangeLog()
         # namespace -> label selector -> node -> placed pods of the namespace it matches (kube's
         # spreading and pod affinity count through these; each is kept up to date once asked for)
         self._selected: dict[str, dict[Selector, Counter]] = {}
@@ -493,6 +495,12 @@ class ClusterView:
                 self._node_memo.clear()
             value = self._node_memo[key] = build()
             return value
+
+    @property
+    def touched(self) -> ChangeLog:
+        """Every node whose record or pods changed, in the order they changed (read-only): what a
+        number kept per node must work out again since its reader last read `touched.version`."""
+        return self._touched
 
     def column(self, key: Hashable, compute: Callable[[NodeState], float]) -> NodeColumn:
         """The NodeColumn of `compute` (a function of a node and its pods, named by `key`), up to date."""
@@ -671,6 +679,7 @@ class ClusterView:
         self._touch(name)
 
     def _touch(self, name: str) -> None:
+        self._touched.extend((name,))
         for column in self._columns.values():
             column.dirty.add(name)
 
@@ -832,8 +841,7 @@ class ClusterView:
         if pod.affinity is not None:
             _bump(self._with_affinity, pod.affinity, node, sign)
             self.affinity_generation += 1
-        if self._columns:
-            self._touch(node)
+        self._touch(node)
 
     def _count_domains(self, pod: Pod, node: str, sign: int) -> None:
         for key, (tags, apps) in self._domain_counts.items():

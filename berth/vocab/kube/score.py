@@ -49,7 +49,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -61,7 +61,7 @@ from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
 from berth.vocab.kube.interpod import Weighed, topology_score
 from berth.vocab.kube.node_affinity import preferred_terms, preferred_weight
-from berth.vocab.kube.node_resources import MAX_NODE_SCORE, balanced_allocation, least_allocated
+from berth.vocab.kube.node_resources import MAX_NODE_SCORE, NUMBERS, balanced_allocation, least_allocated
 from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
 from berth.vocab.kube.taint_toleration import intolerable, prefer_no_schedule_tolerations
 
@@ -137,32 +137,13 @@ class _KubeScore(Tier[Prepared]):
         # with, at this node's slot alone
         nodes, at = _Nodes.of(ctx.view), np.array([ctx.view.slots().index[node.name]])
         ignored, spread = _spread(nodes, prepared, ctx, at)
-        nonzero_cpu, nonzero_memory = state.nonzero_cpu, state.nonzero_memory
-        used_cpu, used_memory = state.requested.get("cpu", 0), state.requested.get("memory", 0)
-        cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
-        resources = prepared.resources
+        least, balanced = _node_resource_raws(state, prepared) if prepared.resources else (0, 0)
         return Raw(
             taints=intolerable(node, prepared.tolerations) if prepared.taints else 0,
             node_affinity=preferred_weight(node, prepared.preferred),
             inter_pod=int(_inter_pod(nodes, prepared, at)[0]),
-            least=least_allocated(
-                np.array([cpu]),
-                np.array([memory]),
-                np.array([nonzero_cpu + prepared.cpu]),
-                np.array([nonzero_memory + prepared.memory]),
-            )[0].item()
-            if resources
-            else 0,
-            balanced=balanced_allocation(
-                np.array([cpu]),
-                np.array([memory]),
-                np.array([used_cpu]),
-                np.array([used_memory]),
-                prepared.requested_cpu,
-                prepared.requested_memory,
-            )[0].item()
-            if resources
-            else 0,
+            least=least,
+            balanced=balanced,
             ignored=bool(ignored[0]),
             spread=tuple((bool(h[0]), int(i[0]), int(c[0])) for h, i, c in spread),
         )
@@ -184,8 +165,7 @@ class _KubeScore(Tier[Prepared]):
             taints=np.array([r.taints for r in raws], dtype=np.int64),
             node_affinity=np.array([r.node_affinity for r in raws], dtype=np.int64),
             inter_pod=np.array([r.inter_pod for r in raws], dtype=np.int64),
-            least=np.array([r.least for r in raws], dtype=np.int64),
-            balanced=np.array([r.balanced for r in raws], dtype=np.int64),
+            resources=np.array([_weighted(r.least, r.balanced) for r in raws], dtype=np.int64),
             ignored=ignored,
             spread=spread,
             prepared=prepared,
@@ -220,33 +200,16 @@ class _KubeScore(Tier[Prepared]):
         else:
             preference = np.zeros(count, np.int64)
         inter_pod = _inter_pod(nodes, prepared, at)
-        if prepared.resources:
-            cpu, memory = nodes.allocatable("cpu")[at], nodes.allocatable("memory")[at]
-            used = {
-                name: _column(view, name)[at]
-                for name in ("nonzero_cpu", "nonzero_memory", "requested_cpu", "requested_memory")
-            }
-            least = least_allocated(
-                cpu, memory, used["nonzero_cpu"] + prepared.cpu, used["nonzero_memory"] + prepared.memory
-            )
-            balanced = balanced_allocation(
-                cpu,
-                memory,
-                used["requested_cpu"],
-                used["requested_memory"],
-                prepared.requested_cpu,
-                prepared.requested_memory,
-            )
-        else:
-            least = balanced = np.zeros(count, np.int64)
+        resources = (
+            _resource_scores(view, nodes, prepared, at) if prepared.resources else np.zeros(count, np.int64)
+        )
         ignored, raws = _spread(nodes, prepared, ctx, at)
         spread = [(has, counts, len(np.unique(ids[~ignored]))) for has, ids, counts in raws]
         totals = _totals(
             taints=taints,
             node_affinity=preference,
             inter_pod=inter_pod,
-            least=least,
-            balanced=balanced,
+            resources=resources,
             ignored=ignored,
             spread=spread,
             prepared=prepared,
@@ -334,6 +297,81 @@ def _inter_pod(nodes: _Nodes, prepared: Prepared, at: np.ndarray) -> np.ndarray:
     return out
 
 
+# The resource plugins' scores of every node for a pod's requests, by the requests; the last few kept.
+RESOURCE_SCORES = "kube/default-score/resources"
+REQUESTS_KEPT = 16
+# More nodes changed than this since the scores were kept: worked out again over every node.
+RESCORED_AT_MOST = 256
+
+
+def _resource_scores(view: ClusterView, nodes: _Nodes, prepared: Prepared, at: np.ndarray) -> np.ndarray:
+    """LeastAllocated and BalancedAllocation, weighted and summed, of the nodes at slots `at` for a
+    pod of the prepared requests. Pods of one workload ask the same, and between two of them a
+    placement or two changed a node or two: every node's scores are kept by the requests until a
+    node record changes (a node memo), and the nodes changed since (ClusterView.touched) are worked
+    out again one by one. Over the candidates at every decision the two plugins cost about 50 array
+    operations, each a few microseconds with the caches cold."""
+    kept: dict[tuple[int, int, int, int], tuple[int, np.ndarray]] = view.node_memo(RESOURCE_SCORES, dict)
+    key = (prepared.cpu, prepared.memory, prepared.requested_cpu, prepared.requested_memory)
+    touched = view.touched
+    entry = kept.pop(key, None)
+    scores = None
+    if entry is not None:
+        changed = touched.since(entry[0])
+        if changed is not None and len(changed) <= RESCORED_AT_MOST:
+            scores = entry[1]
+            index = view.slots().index
+            for name in set(changed):
+                state, slot = view.state(name), index.get(name)
+                if state is not None and slot is not None:
+                    scores[slot] = _weighted(*_node_resource_raws(state, prepared))
+    if scores is None:
+        scores = _every_resource_score(view, nodes, prepared)
+    while len(kept) >= REQUESTS_KEPT:
+        del kept[next(iter(kept))]
+    kept[key] = (touched.version, scores)  # the most recently used last
+    return scores.take(at)
+
+
+def _weighted(least: Any, balanced: Any) -> Any:
+    return WEIGHTS["least"] * least + WEIGHTS["balanced"] * balanced
+
+
+def _node_resource_raws(state: NodeState, prepared: Prepared) -> tuple[int, int]:
+    """LeastAllocated's and BalancedAllocation's raws of one node."""
+    allocatable = state.node.allocatable
+    cpu, memory = allocatable.get("cpu", 0), allocatable.get("memory", 0)
+    least = least_allocated(
+        cpu, memory, state.nonzero_cpu + prepared.cpu, state.nonzero_memory + prepared.memory, NUMBERS
+    )
+    requested = state.requested
+    balanced = balanced_allocation(
+        cpu,
+        memory,
+        requested.get("cpu", 0),
+        requested.get("memory", 0),
+        prepared.requested_cpu,
+        prepared.requested_memory,
+        NUMBERS,
+    )
+    return least, balanced
+
+
+def _every_resource_score(view: ClusterView, nodes: _Nodes, prepared: Prepared) -> np.ndarray:
+    """The resource plugins' weighted sum of every node, by slot, over arrays."""
+    layout = view.slots()
+    nonzero_cpu, nonzero_memory, used_cpu, used_memory = (
+        view.column(("kube/default-score", name), read).array(layout).astype(np.int64)
+        for name, read in _READ.items()
+    )
+    cpu, memory = nodes.allocatable("cpu"), nodes.allocatable("memory")
+    least = least_allocated(cpu, memory, nonzero_cpu + prepared.cpu, nonzero_memory + prepared.memory)
+    balanced = balanced_allocation(
+        cpu, memory, used_cpu, used_memory, prepared.requested_cpu, prepared.requested_memory
+    )
+    return _weighted(least, balanced)
+
+
 def _spread(
     nodes: _Nodes, prepared: Prepared, ctx: PodContext, at: np.ndarray
 ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
@@ -387,13 +425,13 @@ def _totals(
     taints: np.ndarray,
     node_affinity: np.ndarray,
     inter_pod: np.ndarray,
-    least: np.ndarray,
-    balanced: np.ndarray,
+    resources: np.ndarray,
     ignored: np.ndarray,
     spread: Sequence[tuple[np.ndarray, np.ndarray, int]],
     prepared: Prepared,
 ) -> np.ndarray:
-    """kube's weighted total of every candidate, from the raws of all of them."""
+    """kube's weighted total of every candidate, from the raws of all of them (`resources`: the
+    resource plugins' weighted sum, which needs no normalising)."""
     count = len(taints)
     total = np.zeros(count, np.int64)
     if prepared.taints:
@@ -406,8 +444,7 @@ def _totals(
             scaled = (float(MAX_NODE_SCORE) * ((inter_pod - low) / float(high - low))).astype(np.int64)
             total += WEIGHTS["inter_pod"] * scaled
     if prepared.resources:
-        total += WEIGHTS["least"] * least
-        total += WEIGHTS["balanced"] * balanced
+        total += resources
     soft = prepared.soft
     if soft is not None and count:
         score = np.zeros(count)
@@ -508,8 +545,3 @@ _READ = {
     "requested_cpu": lambda s: s.requested.get("cpu", 0),
     "requested_memory": lambda s: s.requested.get("memory", 0),
 }
-
-
-def _column(view: ClusterView, name: str) -> np.ndarray:
-    """A copy of one of the nodes' request sums, by slot, as integers."""
-    return view.column(("kube/default-score", name), _READ[name]).array(view.slots()).astype(np.int64)
