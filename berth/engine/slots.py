@@ -193,10 +193,12 @@ class Remaining(Mapping[str, Any]):
         return self.as_dict().items()
 
 
-def remaining(view: ClusterView, cands: Mapping[str, Any], removed: Iterable[str]) -> Mapping[str, Any]:
+def remaining(
+    view: ClusterView, cands: Mapping[str, Any], removed: Iterable[str], slots: np.ndarray | None = None
+) -> Mapping[str, Any]:
     """`cands` less `removed` (a few of them, each once), in order, without copying `cands` while
     few are left out; known to the engine as made from `cands`, so that its slots are `cands`' less
-    the removed ones."""
+    the removed ones (or `slots`, the kept ones' in order, when the caller has them)."""
     removed = tuple(removed)
     if isinstance(cands, Remaining):
         base, out = cands._base, cands._out.union(removed)
@@ -207,7 +209,7 @@ def remaining(view: ClusterView, cands: Mapping[str, Any], removed: Iterable[str
     left = Remaining(base, out)
     # Too many left out to look past at every read: a dict of its own.
     kept: Mapping[str, Any] = left.as_dict() if len(out) > LEFT_OUT_AT_MOST else left
-    known(view, kept, cands, removed)
+    known(view, kept, cands, removed, slots=None if slots is None else (view.slots(), slots))
     return kept
 
 

@@ -135,9 +135,12 @@ class PodContext:
         """The candidates less the removed ones, in order, known to the engine as made so."""
         return without(self.view, cands, removed)
 
-    def remaining(self, cands: Mapping[str, NodeState], removed: Iterable[str]) -> Mapping[str, NodeState]:
-        """The candidates less a few of them, not copied while few are left out."""
-        return remaining(self.view, cands, removed)
+    def remaining(
+        self, cands: Mapping[str, NodeState], removed: Iterable[str], slots: NDArray[np.intp] | None = None
+    ) -> Mapping[str, NodeState]:
+        """The candidates less a few of them, not copied while few are left out (`slots`: the kept
+        ones' slots in candidate order, when the step has them)."""
+        return remaining(self.view, cands, removed, slots)
 
 
 # The state a step's prepare() returns for one pod and its per-node method reads (a step without any: None).

@@ -294,15 +294,17 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
             return super().select_among(cands, prepared, ctx)
         # The reserve is the first `count` candidates along the order of every node by unreserved
         # RAM (highest first) and name.
-        values = column.values
-        if len(cands) * 2 < len(ctx.view):
-            largest = self._largest(cands, column, ctx, count)
-        else:
-            largest = list(islice(filter(cands.__contains__, self._order(column, ctx)), count))
-        kept_free = {name: values[name] for name in largest}  # as they were at this decision
         total = len(cands)
+        if len(cands) * 2 < len(ctx.view):
+            largest, kept_free, kept = self._largest(cands, column, ctx, count)
+            left: tuple[Mapping[str, NodeState], Mapping[str, NodeState]] | None = (cands, kept)
+        else:
+            values = column.values
+            largest = list(islice(filter(cands.__contains__, self._order(column, ctx)), count))
+            kept_free = {name: values[name] for name in largest}  # as they were at this decision
+            left = None
         reserve = Removals.named(
-            largest, lambda name: self._reason(count, total, kept_free[name]), shared=True
+            largest, lambda name: self._reason(count, total, kept_free[name]), shared=True, left=left
         )
         return Noted(reserve, (kept_free[largest[-1]], kept_free))  # for mend(): the floor, the values
 
@@ -323,15 +325,21 @@ class HardFilterLargeServers(AllocStep, SetFilter[None]):
 
     def _largest(
         self, cands: Mapping[str, NodeState], column: NodeColumn, ctx: PodContext, count: int
-    ) -> list[str]:
-        """The first `count` candidates by unreserved RAM (highest first) and name, sorted from their
-        slots. For a few of the nodes (kube-scheduler's sample: a run of consecutive nodes in its own
-        order, where most nodes tie), the walk along every node's order would pass most of the view
-        before it has met `count` of them."""
+    ) -> tuple[list[str], dict[str, float], Mapping[str, NodeState]]:
+        """The first `count` candidates by unreserved RAM (highest first) and name with their values
+        (as they were at this decision), sorted from their slots, and the candidates left, not
+        copied. For a few of the nodes (kube-scheduler's sample: a run of consecutive nodes in its
+        own order, where most nodes tie), the walk along every node's order would pass most of the
+        view before it has met `count` of them; a copy of the candidates less the reserve, and the
+        values read from the column's dict by name, would each cost a cache miss per node."""
         layout = ctx.view.slots()
         at = ctx.slots(cands)
-        by = np.lexsort((layout.rank.take(at), -column.array(layout).take(at)))[:count]
-        return list(map(layout.names.__getitem__, at.take(by).tolist()))
+        free = column.array(layout).take(at)
+        by = np.lexsort((layout.rank.take(at), -free))
+        reserve, left = by[:count], np.sort(by[count:])  # the left ones in candidate order
+        largest = list(map(layout.names.__getitem__, at.take(reserve).tolist()))
+        kept_free = dict(zip(largest, free.take(reserve).tolist(), strict=True))
+        return largest, kept_free, ctx.remaining(cands, largest, at.take(left))
 
     def _order(self, column: NodeColumn, ctx: PodContext) -> Iterator[str]:
         """Every node of the view by unreserved RAM, highest first, then by name. Kept until a node
