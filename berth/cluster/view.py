@@ -139,6 +139,8 @@ NODE_MEMO_ENTRIES = 512
 # Label selectors whose matching pods are counted per node, per namespace (the least used is dropped
 # beyond this, and counted again from the namespace's pods if it is asked for again).
 SELECTORS_KEPT = 256
+# Counts by slot kept per namespace (selected_slots) and for the placed pods' terms (affinity_slots).
+SLOT_COUNTS_KEPT = 1024
 # The workload kinds whose selector kube-scheduler's default spreading reads (helper.DefaultSelector).
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
 
@@ -185,6 +187,10 @@ class Slots:
         if list(itemgetter(*slots.tolist())(self.names)) != names:
             return None
         return slots
+
+
+# Counts by node laid out by slot: (the counts they were made from, the slots, the array).
+SlotCounts = tuple[Mapping[str, int], Slots, np.ndarray]
 
 
 class ChangeLog:
@@ -346,6 +352,10 @@ class ClusterView:
         # namespace -> label selector -> node -> placed pods of the namespace it matches (kube's
         # spreading and pod affinity count through these; each is kept up to date once asked for)
         self._selected: dict[str, dict[Selector, Counter]] = {}
+        # The same counts by slot, for those asked for so (selected_slots, affinity_slots): key ->
+        # (the counts, the slots they are laid out by, the array), kept up to date with the counts.
+        self._selected_arrays: dict[str, dict[Selector, SlotCounts]] = {}
+        self._affinity_arrays: dict[PodAffinity, SlotCounts] = {}
         # the pods with pod (anti-)affinity terms, by their terms: terms -> node -> pods placed there
         self._with_affinity: dict[PodAffinity, Counter] = {}
         self.affinity_generation = 0  # bumped when _with_affinity changes
@@ -529,6 +539,37 @@ class ClusterView:
             if pod.node_name in self._nodes and not pod.deleting and selector.matches(pod.labels):
                 counts[pod.node_name] += 1
         return counts
+
+    def selected_slots(self, namespace: str, selector: Selector) -> np.ndarray:
+        """selected_nodes(namespace, selector) by slot (read-only): summed and weighed with arrays,
+        the counts are not read node by node (each a cache miss on the node's name, live)."""
+        counts = self.selected_nodes(namespace, selector)
+        return self._by_slot(self._selected_arrays.setdefault(namespace, {}), selector, counts)
+
+    def affinity_slots(self, terms: PodAffinity) -> np.ndarray:
+        """pods_with_affinity()[terms] by slot (read-only; zeros when no placed pod carries them)."""
+        return self._by_slot(self._affinity_arrays, terms, self._with_affinity.get(terms) or Counter())
+
+    def _by_slot(
+        self,
+        held: dict[Any, SlotCounts],
+        key: Any,
+        counts: Mapping[str, int],
+    ) -> np.ndarray:
+        layout = self.slots()
+        kept = held.get(key)
+        if kept is not None and kept[0] is counts and kept[1] is layout:
+            return kept[2]
+        array = np.zeros(len(layout.names), np.int64)
+        if counts:
+            index = layout.index
+            array[np.fromiter(map(index.__getitem__, counts), np.intp, len(counts))] = np.fromiter(
+                counts.values(), np.int64, len(counts)
+            )
+        if len(held) >= SLOT_COUNTS_KEPT:
+            held.clear()
+        held[key] = (counts, layout, array)
+        return array
 
     def pods_with_affinity(self) -> Mapping[PodAffinity, Mapping[str, int]]:
         """The placed pods that carry pod (anti-)affinity terms, by their terms: terms -> node ->
@@ -831,6 +872,7 @@ class ClusterView:
                 del self._tag_nodes[pod.namespace]
         selected = self._selected.get(pod.namespace)
         if selected and not pod.deleting:
+            arrays = self._selected_arrays.get(pod.namespace)
             for selector, counts in selected.items():
                 if selector.matches(pod.labels):
                     count = counts[node] + sign
@@ -838,9 +880,15 @@ class ClusterView:
                         counts[node] = count
                     else:
                         del counts[node]
+                    if arrays:
+                        _bump_slot(arrays.get(selector), counts, node, sign)
         if pod.affinity is not None:
             _bump(self._with_affinity, pod.affinity, node, sign)
             self.affinity_generation += 1
+            if self._affinity_arrays:
+                _bump_slot(
+                    self._affinity_arrays.get(pod.affinity), self._with_affinity.get(pod.affinity), node, sign
+                )
         self._touch(node)
 
     def _count_domains(self, pod: Pod, node: str, sign: int) -> None:
@@ -945,6 +993,15 @@ class ClusterView:
         self.generation += 1
         self.policy_generation += 1
         self._override = tuple(policies) if policies is not None else None
+
+
+def _bump_slot(held: SlotCounts | None, counts: Counter | None, node: str, sign: int) -> None:
+    """Counts by slot (ClusterView._by_slot) kept up to date with the counts they were made from;
+    made from other counts (dropped and made anew since) they are left to be made again."""
+    if held is not None and held[0] is counts:
+        slot = held[1].index.get(node)
+        if slot is not None:
+            held[2][slot] += sign
 
 
 def _bump(index: dict[Any, Counter], key: Any, node: str, sign: int) -> None:

@@ -24,12 +24,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from berth.cluster.model import AffinityTerm
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
 from berth.vocab import step_names
-from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects
+from berth.vocab.kube.terms import term_namespaces, term_nodes, term_selects, term_slots
 
 Pairs = Counter  # (topology key, value) -> pods
 
@@ -155,19 +157,20 @@ HARD_POD_AFFINITY_WEIGHT = 1  # kube's InterPodAffinityArgs default
 
 
 # What kube's PreScore counts for one pod, before it is summed by domain: topology key -> (weight,
-# node -> pods there that a term with that weight selects) for every term that counts.
-Weighed = dict[str, list[tuple[int, Mapping[str, int]]]]
+# placed pods by slot that a term with that weight selects) for every term that counts.
+Weighed = dict[str, list[tuple[int, np.ndarray]]]
 
 
 def topology_score(ctx: PodContext) -> Weighed:
     """kube's PreScore, the terms that count for the pod: its own preferred terms with the pods they
-    select, and the running pods' terms that select it with those pods' nodes. A domain's score is
-    the sum of weight x pods over the nodes of the domain (berth.vocab.kube.score sums them by slot)."""
+    select, and the running pods' terms that select it with those pods' nodes, each by slot (the
+    view keeps them so). A domain's score is the sum of weight x pods over the nodes of the domain
+    (berth.vocab.kube.score sums them by slot)."""
     view = ctx.view
     out: Weighed = {}
 
-    def add(term: AffinityTerm, weight: int, nodes: Mapping[str, int]) -> None:
-        if nodes:
+    def add(term: AffinityTerm, weight: int, nodes: np.ndarray | None) -> None:
+        if nodes is not None:
             out.setdefault(term.topology_key, []).append((weight, nodes))
 
     affinity = ctx.pod.affinity
@@ -176,17 +179,17 @@ def topology_score(ctx: PodContext) -> Weighed:
             (w, -1) for w in affinity.preferred_anti
         ]:
             term = weighted.term
-            add(term, sign * weighted.weight, term_nodes(term, view))
+            add(term, sign * weighted.weight, term_slots(term, view))
     for terms, nodes in view.pods_with_affinity().items():
         if not nodes:
             continue
         for term in terms.required:
             if term_selects(term, ctx.pod, view):
-                add(term, HARD_POD_AFFINITY_WEIGHT, nodes)
+                add(term, HARD_POD_AFFINITY_WEIGHT, view.affinity_slots(terms))
         for weighted in terms.preferred:
             if term_selects(weighted.term, ctx.pod, view):
-                add(weighted.term, weighted.weight, nodes)
+                add(weighted.term, weighted.weight, view.affinity_slots(terms))
         for weighted in terms.preferred_anti:
             if term_selects(weighted.term, ctx.pod, view):
-                add(weighted.term, -weighted.weight, nodes)
+                add(weighted.term, -weighted.weight, view.affinity_slots(terms))
     return out

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 from berth.cluster.model import AffinityTerm, Pod
 from berth.cluster.view import ClusterView
 
@@ -51,4 +53,14 @@ def by_domain(nodes: Mapping[str, int], key: str, view: ClusterView) -> Counter:
         value = value_of(name)
         if value is not None:
             out[value] += count
+    return out
+
+
+def term_slots(term: AffinityTerm, view: ClusterView) -> np.ndarray | None:
+    """term_nodes by slot (read-only), None when the term selects no placed pod."""
+    out = None
+    for namespace in term_namespaces(term, view):
+        if view.selected_nodes(namespace, term.selector):
+            array = view.selected_slots(namespace, term.selector)
+            out = array if out is None else out + array
     return out
