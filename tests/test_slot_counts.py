@@ -28,7 +28,8 @@ def _pod(i: int, group: str, where: str, anti: bool) -> dict[str, Any]:
     if anti:
         preferred = [{"weight": 10, "podAffinityTerm": _term(group)}]
         affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
-    return pod(f"p{i}", node=where, labels={"group": group}, affinity=affinity, uid=f"uid-{i}")
+    spec = {"affinity": affinity} if affinity else None
+    return pod(f"p{i}", node=where, labels={"group": group}, spec=spec, uid=f"uid-{i}")
 
 
 # place a pod, take one off, add a node, remove a node

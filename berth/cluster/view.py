@@ -359,6 +359,7 @@ class ClusterView:
         # the pods with pod (anti-)affinity terms, by their terms: terms -> node -> pods placed there
         self._with_affinity: dict[PodAffinity, Counter] = {}
         self.affinity_generation = 0  # bumped when _with_affinity changes
+        self.affinity_terms_generation = 0  # bumped when a set of terms appears in it or leaves it
         # What kube's default spreading reads: Services' selectors by namespace, and the selectors of
         # ReplicaSets, StatefulSets and ReplicationControllers by (namespace, kind, name); namespace
         # labels (namespaceSelector of pod affinity terms).
@@ -883,8 +884,11 @@ class ClusterView:
                     if arrays:
                         _bump_slot(arrays.get(selector), counts, node, sign)
         if pod.affinity is not None:
+            distinct = len(self._with_affinity)
             _bump(self._with_affinity, pod.affinity, node, sign)
             self.affinity_generation += 1
+            if len(self._with_affinity) != distinct:
+                self.affinity_terms_generation += 1
             if self._affinity_arrays:
                 _bump_slot(
                     self._affinity_arrays.get(pod.affinity), self._with_affinity.get(pod.affinity), node, sign

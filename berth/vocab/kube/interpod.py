@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from berth.cluster.model import AffinityTerm
+from berth.cluster.model import AffinityTerm, PodAffinity
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.step import NodeFilter, PodContext, Skipped, skip
 from berth.engine.types import Kind, Reason
@@ -180,16 +181,40 @@ def topology_score(ctx: PodContext) -> Weighed:
         ]:
             term = weighted.term
             add(term, sign * weighted.weight, term_slots(term, view))
-    for terms, nodes in view.pods_with_affinity().items():
-        if not nodes:
-            continue
-        for term in terms.required:
-            if term_selects(term, ctx.pod, view):
-                add(term, HARD_POD_AFFINITY_WEIGHT, view.affinity_slots(terms))
-        for weighted in terms.preferred:
-            if term_selects(weighted.term, ctx.pod, view):
-                add(weighted.term, weighted.weight, view.affinity_slots(terms))
-        for weighted in terms.preferred_anti:
-            if term_selects(weighted.term, ctx.pod, view):
-                add(weighted.term, -weighted.weight, view.affinity_slots(terms))
+    for terms, term, weight in _selecting(ctx):
+        add(term, weight, view.affinity_slots(terms))
     return out
+
+
+SELECTING = "kube/inter-pod/selecting"
+SELECTING_KEPT = 1024  # pods' namespaces and label sets whose selecting terms are kept
+
+
+def _selecting(ctx: PodContext) -> list[tuple[PodAffinity, AffinityTerm, int]]:
+    """The placed pods' terms that select the pod, each with its set of terms and its weight (a
+    required term counts HARD_POD_AFFINITY_WEIGHT, a preferred anti-affinity term its weight negated),
+    in the order of pods_with_affinity(). Which terms select a pod depends on its namespace and labels,
+    the namespaces' labels and the distinct sets of terms placed pods carry: kept for the pods that ask
+    the same (a workload's, one after the other) until a set of terms appears or leaves or a namespace
+    changes. Matched at every decision, each set of terms costs a few selector matches cold."""
+    view, pod = ctx.view, ctx.pod
+    generations = (view.affinity_terms_generation, view.workload_generation)
+    kept: dict[Any, Any] = view.node_memo(SELECTING, dict)
+    if kept.get("generations") != generations or len(kept) > SELECTING_KEPT:
+        kept.clear()
+        kept["generations"] = generations
+    key = (pod.namespace, tuple(sorted(pod.labels.items())))
+    found = kept.get(key)
+    if found is None:
+        found = kept[key] = []
+        for terms in view.pods_with_affinity():
+            for term in terms.required:
+                if term_selects(term, pod, view):
+                    found.append((terms, term, HARD_POD_AFFINITY_WEIGHT))
+            for weighted in terms.preferred:
+                if term_selects(weighted.term, pod, view):
+                    found.append((terms, weighted.term, weighted.weight))
+            for weighted in terms.preferred_anti:
+                if term_selects(weighted.term, pod, view):
+                    found.append((terms, weighted.term, -weighted.weight))
+    return found
