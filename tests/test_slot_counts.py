@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.selectors import parse_selector
-from berth.cluster.view import ClusterView
+from berth.cluster.view import SLOT_COUNTS_KEPT, ClusterView
 from tests.builders import node, pod
 
 GROUPS = ("a", "b", "c")
@@ -73,3 +73,18 @@ def test_the_counts_by_slot_are_the_counts_by_node(actions: list[tuple[Any, ...]
             assert got.tolist() == _expected(view, view.selected_nodes("default", selector))
         for terms, counts in view.pods_with_affinity().items():
             assert view.affinity_slots(terms).tolist() == _expected(view, counts)
+
+
+def test_the_arrays_kept_are_bounded_and_right_after_they_are_dropped() -> None:
+    # Each array holds a number per node: however many selectors are asked about, at most
+    # SLOT_COUNTS_KEPT are kept, and one asked for again after they were dropped is made right.
+    view = ClusterView([node_from_k8s(node(n)) for n in NODES], [])
+    for i, where in enumerate(NODES):
+        view.add_pod(pod_from_k8s(_pod(i, "a", where, anti=False)))
+    many = [parse_selector({"matchLabels": {"group": "a", "n": str(k)}}, "selector")[0] for k in range(300)]
+    for selector in many:
+        view.selected_slots("default", selector)
+    assert len(view._selected_arrays) <= SLOT_COUNTS_KEPT
+    group = parse_selector({"matchLabels": {"group": "a"}}, "selector")[0]
+    view.add_pod(pod_from_k8s(_pod(99, "a", NODES[0], anti=False)))
+    assert view.selected_slots("default", group).tolist() == [2, 1, 1, 1, 1, 1]

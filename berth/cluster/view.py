@@ -139,8 +139,9 @@ NODE_MEMO_ENTRIES = 512
 # Label selectors whose matching pods are counted per node, per namespace (the least used is dropped
 # beyond this, and counted again from the namespace's pods if it is asked for again).
 SELECTORS_KEPT = 256
-# Counts by slot kept per namespace (selected_slots) and for the placed pods' terms (affinity_slots).
-SLOT_COUNTS_KEPT = 1024
+# Counts by slot kept (selected_slots, affinity_slots), each store: an array holds a number per node
+# (40 kB at 5000 nodes), so at most 5 MB each; asked for beyond that, they are all made again.
+SLOT_COUNTS_KEPT = 128
 # The workload kinds whose selector kube-scheduler's default spreading reads (helper.DefaultSelector).
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
 
@@ -354,7 +355,7 @@ class ClusterView:
         self._selected: dict[str, dict[Selector, Counter]] = {}
         # The same counts by slot, for those asked for so (selected_slots, affinity_slots): key ->
         # (the counts, the slots they are laid out by, the array), kept up to date with the counts.
-        self._selected_arrays: dict[str, dict[Selector, SlotCounts]] = {}
+        self._selected_arrays: dict[tuple[str, Selector], SlotCounts] = {}
         self._affinity_arrays: dict[PodAffinity, SlotCounts] = {}
         # the pods with pod (anti-)affinity terms, by their terms: terms -> node -> pods placed there
         self._with_affinity: dict[PodAffinity, Counter] = {}
@@ -545,7 +546,7 @@ class ClusterView:
         """selected_nodes(namespace, selector) by slot (read-only): summed and weighed with arrays,
         the counts are not read node by node (each a cache miss on the node's name, live)."""
         counts = self.selected_nodes(namespace, selector)
-        return self._by_slot(self._selected_arrays.setdefault(namespace, {}), selector, counts)
+        return self._by_slot(self._selected_arrays, (namespace, selector), counts)
 
     def affinity_slots(self, terms: PodAffinity) -> np.ndarray:
         """pods_with_affinity()[terms] by slot (read-only; zeros when no placed pod carries them)."""
@@ -873,7 +874,7 @@ class ClusterView:
                 del self._tag_nodes[pod.namespace]
         selected = self._selected.get(pod.namespace)
         if selected and not pod.deleting:
-            arrays = self._selected_arrays.get(pod.namespace)
+            arrays = self._selected_arrays
             for selector, counts in selected.items():
                 if selector.matches(pod.labels):
                     count = counts[node] + sign
@@ -882,7 +883,7 @@ class ClusterView:
                     else:
                         del counts[node]
                     if arrays:
-                        _bump_slot(arrays.get(selector), counts, node, sign)
+                        _bump_slot(arrays.get((pod.namespace, selector)), counts, node, sign)
         if pod.affinity is not None:
             distinct = len(self._with_affinity)
             _bump(self._with_affinity, pod.affinity, node, sign)
