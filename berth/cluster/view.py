@@ -542,11 +542,12 @@ class ClusterView:
                 counts[pod.node_name] += 1
         return counts
 
-    def selected_slots(self, namespace: str, selector: Selector) -> np.ndarray:
-        """selected_nodes(namespace, selector) by slot (read-only): summed and weighed with arrays,
-        the counts are not read node by node (each a cache miss on the node's name, live)."""
+    def selected_slots(self, namespace: str, selector: Selector) -> np.ndarray | None:
+        """selected_nodes(namespace, selector) by slot (read-only), None when no placed pod matches:
+        summed and weighed with arrays, the counts are not read node by node (each a cache miss on
+        the node's name, live)."""
         counts = self.selected_nodes(namespace, selector)
-        return self._by_slot(self._selected_arrays, (namespace, selector), counts)
+        return self._by_slot(self._selected_arrays, (namespace, selector), counts) if counts else None
 
     def affinity_slots(self, terms: PodAffinity) -> np.ndarray:
         """pods_with_affinity()[terms] by slot (read-only; zeros when no placed pod carries them)."""

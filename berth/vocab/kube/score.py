@@ -337,21 +337,16 @@ def _weighted(least: Any, balanced: Any) -> Any:
 
 
 def _node_resource_raws(state: NodeState, prepared: Prepared) -> tuple[int, int]:
-    """LeastAllocated's and BalancedAllocation's raws of one node."""
+    """LeastAllocated's and BalancedAllocation's raws of one node (its request sums read as _READ
+    reads them for every node)."""
     allocatable = state.node.allocatable
     cpu, memory = allocatable.get("cpu", 0), allocatable.get("memory", 0)
+    nonzero_cpu, nonzero_memory, used_cpu, used_memory = (read(state) for read in _READ.values())
     least = least_allocated(
-        cpu, memory, state.nonzero_cpu + prepared.cpu, state.nonzero_memory + prepared.memory, NUMBERS
+        cpu, memory, nonzero_cpu + prepared.cpu, nonzero_memory + prepared.memory, NUMBERS
     )
-    requested = state.requested
     balanced = balanced_allocation(
-        cpu,
-        memory,
-        requested.get("cpu", 0),
-        requested.get("memory", 0),
-        prepared.requested_cpu,
-        prepared.requested_memory,
-        NUMBERS,
+        cpu, memory, used_cpu, used_memory, prepared.requested_cpu, prepared.requested_memory, NUMBERS
     )
     return least, balanced
 

@@ -60,7 +60,7 @@ def term_slots(term: AffinityTerm, view: ClusterView) -> np.ndarray | None:
     """term_nodes by slot (read-only), None when the term selects no placed pod."""
     out = None
     for namespace in term_namespaces(term, view):
-        if view.selected_nodes(namespace, term.selector):
-            array = view.selected_slots(namespace, term.selector)
+        array = view.selected_slots(namespace, term.selector)
+        if array is not None:
             out = array if out is None else out + array
     return out
