@@ -441,6 +441,35 @@ def _binds(scheduler: str, before: dict[str, float], after: dict[str, float]) ->
     return f"{binds}, {after.get(HANDED_OVER, 0) - before.get(HANDED_OVER, 0):.0f} handed over"
 
 
+ANSWER_SECONDS = "berth_extender_request_seconds_"
+
+
+def answer_times(samples: dict[str, float]) -> dict[str, float]:
+    """berth serve's time answering each verb so far and how many it answered, as
+    `answer:<verb>:sum` and `answer:<verb>:count`, from berth_extender_request_seconds's samples."""
+    out = {}
+    for name, value in samples.items():
+        part, _, labels = name.removeprefix(ANSWER_SECONDS).partition("{")
+        pairs = (label.split("=", 1) for label in labels.rstrip("}").split(",") if "=" in label)
+        verb = dict(pairs).get("verb")
+        if part in ("sum", "count") and verb:
+            out[f"answer:{verb.strip(chr(34))}:{part}"] = value
+    return out
+
+
+def answers(before: dict[str, float], after: dict[str, float]) -> str:
+    """How long berth serve took to answer filter and bind during the run, mean ms from the request
+    read to the answer made (berth_extender_request_seconds): the part of kube-scheduler's cycle
+    spent in berth's filter, on cores the other processes share."""
+    parts = []
+    for verb in ("filter", "bind"):
+        count = after.get(f"answer:{verb}:count", 0) - before.get(f"answer:{verb}:count", 0)
+        if count:
+            seconds = after.get(f"answer:{verb}:sum", 0) - before.get(f"answer:{verb}:sum", 0)
+            parts.append(f"{verb} {seconds / count * 1000:.2f}")
+    return "berth answered (mean ms): " + (", ".join(parts) or "-")
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU a process has used so far (0 once it has gone)."""
     try:
@@ -587,6 +616,7 @@ class Harness:
         out = {name.split('"')[1]: value for name, value in samples.items()}
         for name, value in _scrape(url, "berth_sample_total{").items():
             out[f"sample:{name.split(chr(34))[1]}"] = value
+        out.update(answer_times(_scrape(url, ANSWER_SECONDS)))
         return out
 
     async def prepare(self, api: Api, nodes: int) -> dict[str, int]:
@@ -810,7 +840,9 @@ async def scale_run(
         create=create if narrow else None,
     )
     asked = requests_per_pod(asked_before, await api.requests(), new)
-    binds = _binds(scheduler, binds_before, await asyncio.to_thread(counts))
+    counted_after = await asyncio.to_thread(counts)
+    binds = _binds(scheduler, binds_before, counted_after)
+    answered = answers(binds_before, counted_after)
     pods: list[dict[str, Any]] = []
     params: dict[str, str] = {"limit": "5000"}
     while True:
@@ -839,7 +871,7 @@ async def scale_run(
         await asyncio.sleep(1)
     print(
         f"[bench] scale {nodes}/{existing}/{new} {scheduler}: {len(times)}/{new} bound, {rate:.1f} pods/s, "
-        f"{broken} violations, attempts {attempts}, berth binds {binds}; per pod: {asked}",
+        f"{broken} violations, attempts {attempts}, berth binds {binds}; {answered}; per pod: {asked}",
         file=sys.stderr,
         flush=True,
     )

@@ -238,3 +238,46 @@ def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the
         assert "kube/preferences" in parts
     assert sum(_number(r["share"]) for r in parts.values()) == pytest.approx(1, abs=0.08)  # 2 decimals each
     assert all(_number(r["cold us a filter (mean)"]) >= 0 for r in parts.values())
+
+
+def test_a_scale_run_says_how_long_berth_took_to_answer_filter_and_bind():
+    """The mean answer per verb over a run, from berth serve's own latency histogram before and
+    after it; a run where berth was not asked (kube's own) says so."""
+    from prometheus_client import generate_latest
+
+    from bench import e2e
+    from berth.cluster.view import ClusterView
+    from berth.extender.app import create_app
+    from berth.extender.placer import Placer
+    from berth.extender.serve import SnapshotCluster, _no_binding
+    from berth.pipeline import build_pipeline
+
+    async def _no_events(pod, events) -> None:
+        return None
+
+    placer = Placer(
+        SnapshotCluster(ClusterView()),
+        online=build_pipeline(None, offline=False),
+        offline=build_pipeline(None, offline=True),
+        binder=_no_binding,
+        recorder=_no_events,
+    )
+    metrics = create_app(placer).app.state.metrics
+
+    def counts() -> dict[str, float]:
+        text = generate_latest(metrics.registry).decode()
+        samples = {
+            name: float(value)
+            for line in text.splitlines()
+            if line.startswith(e2e.ANSWER_SECONDS)
+            for name, _, value in [line.rpartition(" ")]
+        }
+        return e2e.answer_times(samples)
+
+    metrics.latency.labels("filter").observe(0.5)
+    before = counts()
+    assert e2e.answers(before, counts()) == "berth answered (mean ms): -"
+    for seconds in (0.001, 0.003):
+        metrics.latency.labels("filter").observe(seconds)
+    metrics.latency.labels("bind").observe(0.004)
+    assert e2e.answers(before, counts()) == "berth answered (mean ms): filter 2.00, bind 4.00"
