@@ -448,3 +448,87 @@ def test_the_ranking_over_an_array_of_totals_is_the_ranking_over_the_list(totals
         ((n, round(t, 6)) for n, t in zip(names, totals, strict=True)), key=lambda p: (-p[1], p[0])
     )
     assert decide_module._ranked(names, list(totals), tied, best, 6) == by_rule[:6]
+
+
+def test_the_candidates_asked_about_read_as_the_dict_of_their_nodes_in_name_order():
+    """The candidates made from the names asked about are the places of their nodes in the view's
+    lists: read in any way a step reads a dict, they are the dict of those nodes in name order (the
+    view's slots in another order: the nodes came in shuffled)."""
+    small = _small_view()
+    nodes = [s.node for s in small.states()]
+    random.Random(2).shuffle(nodes)
+    view = ClusterView(nodes, list(small.pods()))
+    assert view.node_names() != sorted(view.node_names())
+    states = view.states_by_name()
+    names = view.node_names()
+    asked = random.Random(7).sample(names, 25)
+    cands, unknown = decide_module._candidates(view, list(asked))
+    expected = {n: states[n] for n in sorted(asked)}
+    assert not unknown and len(cands) == len(expected)
+    assert list(cands) == list(expected) and list(cands.items()) == list(expected.items())
+    outside = next(n for n in names if n not in expected)
+    for name in expected:
+        assert name in cands and cands[name] is states[name] and cands.get(name) is states[name]
+    assert outside not in cands and cands.get(outside, "none") == "none" and 3 not in cands
+    with pytest.raises(KeyError):
+        cands[outside]
+    assert [view.slots().names[s] for s in slots_of(cands, view).tolist()] == list(expected)
+    gone = list(expected)[::4]
+    left = remaining(view, cands, gone)
+    assert dict(left.items()) == {n: s for n, s in expected.items() if n not in gone}
+    assert without(view, cands, dict.fromkeys(gone)) == {n: s for n, s in expected.items() if n not in gone}
+
+
+def test_a_plain_pod_decided_over_a_sample_never_makes_the_dict_of_its_candidates(monkeypatch):
+    """The default chain counts the candidates, asks for a few and gathers the rest by slot: a pod
+    without rules, decided over kube's sample, never reads its candidates node by node (a dict of
+    hundreds of states made for every pod costs a cache miss per node live), and is placed as over a
+    dict of the same nodes. (kube's sample is a tenth of 5000 nodes: less than half the view.)"""
+    view = ClusterView(
+        [node_from_k8s(_node(f"node-{i:03d}")) for i in range(100)],
+        [],
+    )
+    pipeline = build_pipeline(None, offline=False)
+    made: list[Any] = []
+    real = decide_module._candidates
+
+    def recorded(*args: Any) -> Any:
+        cands, unknown = real(*args)
+        made.append(cands)
+        return cands, unknown
+
+    monkeypatch.setattr(decide_module, "_candidates", recorded)
+    pod = pod_from_k8s(_plain_pod("plain-0"))
+    sample = random.Random(3).sample(view.node_names(), 40)
+    chosen = decide(pod, view, pipeline, candidates=sample, seed=11).chosen
+    assert chosen in sample and made and all(c._dict is None for c in made)
+
+    def as_dicts(*args: Any) -> Any:
+        cands, unknown = real(*args)
+        return dict(cands.items()), unknown
+
+    monkeypatch.setattr(decide_module, "_candidates", as_dicts)
+    view.candidate_sets.clear()
+    assert decide(pod, view, pipeline, candidates=sample, seed=11).chosen == chosen
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _plain_pod(name: str) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {
+            "schedulerName": "berth-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+        },
+    }

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
-from operator import itemgetter
 from typing import Any, overload
 
 import numpy as np
@@ -20,7 +19,7 @@ from berth.engine.chain import Member, Or, Pipe, describe, flatten, run
 from berth.engine.decision import Decision, PlacementSummary
 from berth.engine.draws import Seeded
 from berth.engine.ledger import Candidates, Ledger, StepRun
-from berth.engine.slots import is_known, known, slots_of
+from berth.engine.slots import Picked, is_known, known, slots_of
 from berth.engine.step import PodContext, Skipped, Step
 from berth.engine.types import (
     ErrorInfo,
@@ -280,15 +279,10 @@ def _candidates(
                 known(view, cands, slots=(layout, layout.by_rank[np.flatnonzero(marks[layout.by_rank])]))
             return cands, unknown
     ranks = np.flatnonzero(marks[layout.by_rank])  # the candidates' places in name order
-    # Names and states picked by place from two lists, not each state looked up by its name: live,
-    # between two pods the other processes have the caches, and every dict probe is a miss.
-    places = ranks.tolist()
-    if len(places) > 1:
-        pick = itemgetter(*places)
-        cands = dict(zip(pick(view.sorted_names()), pick(view.sorted_states()), strict=True))
-    else:
-        sorted_names, sorted_states = view.sorted_names(), view.sorted_states()
-        cands = {sorted_names[r]: sorted_states[r] for r in places}
+    # Names and states picked by place from two lists, and only when a step reads them node by node
+    # (the default chain does not): live, between two pods the other processes have the caches, and
+    # every name and state read is a miss.
+    cands = Picked(layout, view.sorted_names(), view.sorted_states(), ranks.tolist(), marks)
     known(view, cands, slots=(layout, layout.by_rank[ranks]))
     missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
     unknown = dict.fromkeys(unknown_names, missing)

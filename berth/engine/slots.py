@@ -1,19 +1,22 @@
 """Where a decision's candidates sit in the view's arrays by node (ClusterView.slots).
 
-A step that gives every candidate a number (a scorer, the large-server reserve) gathers it from an
-array by slot and works on arrays: at 5000 candidates one Python call per node costs more than the
-rule itself. The runner hands the steps plain dicts of name -> NodeState (a dict subclass would make
-every copy a slow one); what the engine knows of the dicts it made is kept beside them, for the last
-few made or used. A dict made from another by removing a few nodes knows its parent and what was
-removed, so its slots are the parent's with those masked out, not a lookup of every name; and
-removing the same nodes from the same dict again (the next pod of a burst, the same filter) gives
-back the dict made the first time, slots and all. What the engine knows is kept by the view the dicts
-were made from (ClusterView.candidate_sets), so that it goes with the view and no two views share it.
+A step that gives every candidate a number (a scorer, the large-server reserve) gathers it from an array
+by slot and works on arrays: at 5000 candidates one Python call per node costs more than the rule
+itself. The runner hands the steps mappings of name -> NodeState: the candidates asked about as the
+places of their nodes (`Picked`, a dict only once a step reads it node by node), then plain dicts (a
+dict subclass would make every copy a slow one) or a dict less a few nodes (`Remaining`); what the
+engine knows of the sets it made is kept beside them, for the last few made or used. A dict made from
+another by removing a few nodes knows its parent and what was removed, so its slots are the parent's
+with those masked out, not a lookup of every name; and removing the same nodes from the same dict again
+(the next pod of a burst, the same filter) gives back the dict made the first time, slots and all. What
+the engine knows is kept by the view the dicts were made from (ClusterView.candidate_sets), so that it
+goes with the view and no two views share it.
 """
 
 from __future__ import annotations
 
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -115,7 +118,7 @@ def without(view: ClusterView, cands: Mapping[str, Any], removed: Mapping[str, A
             _remember(info, removed, kept)
             return kept
     names = key if key is not None else names_of
-    if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict | Remaining):
+    if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict | Remaining | Picked):
         # At C speed, then delete the few: a Remaining (what a spread left) as its dict first, not
         # a test of every candidate against a removal map that may be worked out when read.
         kept = (cands if isinstance(cands, dict) else cands.as_dict()).copy()
@@ -142,7 +145,29 @@ def _remember(info: _Known, removed: Mapping[str, Any], kept: dict[str, Any]) ->
     info.last = (removed, kept) if type(removed) is not dict else None
 
 
-class Remaining(Mapping[str, Any]):
+class _MadeWhenRead(Mapping[str, Any]):
+    """A mapping of candidates that is made into a dict of its own (`as_dict`) only when it is read
+    node by node."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def keys(self) -> KeysView[str]:
+        return self.as_dict().keys()
+
+    def values(self) -> ValuesView[Any]:
+        return self.as_dict().values()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self.as_dict().items()
+
+
+class Remaining(_MadeWhenRead):
     """A dict of candidates less a few of them, made into a dict of its own only when it is read
     node by node. A step that leaves all but a few of thousands of candidates, and one node fewer
     with each pod placed (the spread by owner), would otherwise copy thousands of entries at every
@@ -152,7 +177,7 @@ class Remaining(Mapping[str, Any]):
 
     __slots__ = ("_base", "_dict", "_len", "_out")
 
-    def __init__(self, base: dict[str, Any], out: frozenset[str]) -> None:
+    def __init__(self, base: dict[str, Any] | Picked, out: frozenset[str]) -> None:
         self._base = base  # never changed: the engine's dicts are never changed once made
         self._out = out  # names of `base` left out
         self._len = len(base) - len(out)
@@ -180,17 +205,57 @@ class Remaining(Mapping[str, Any]):
     def get(self, name: str, default: Any = None) -> Any:
         return default if name in self._out else self._base.get(name, default)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.as_dict())
 
-    def keys(self) -> KeysView[str]:
-        return self.as_dict().keys()
+class Picked(_MadeWhenRead):
+    """A decision's candidates as the places of their nodes in the view's lists in name order, made
+    into a dict only when read node by node. Live, between two pods the other processes have the
+    caches: a dict of 500 entries made for every pod (kube's sample starts elsewhere each time) reads
+    every name and state object, one miss each, and the default chain never reads it node by node (it
+    counts the candidates, asks for a few and gathers by slot)."""
 
-    def values(self) -> ValuesView[Any]:
-        return self.as_dict().values()
+    __slots__ = ("_dict", "_index", "_marks", "_names", "_places", "_rank", "_states")
 
-    def items(self) -> ItemsView[str, Any]:
-        return self.as_dict().items()
+    def __init__(
+        self, layout: Slots, names: list[str], states: list[Any], places: list[int], marks: np.ndarray
+    ) -> None:
+        self._names, self._states = names, states  # the view's nodes and states in name order
+        self._places = places  # the candidates' places in those lists, in order
+        self._index, self._rank = layout.index, layout.rank  # name -> slot, slot -> place
+        self._marks = marks  # by slot: a candidate
+        self._dict: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self._dict is None:
+            places = self._places
+            if len(places) > 1:
+                pick = itemgetter(*places)
+                self._dict = dict(zip(pick(self._names), pick(self._states), strict=True))
+            else:
+                self._dict = {self._names[r]: self._states[r] for r in places}
+        return self._dict
+
+    def copy(self) -> dict[str, Any]:
+        return self.as_dict().copy()
+
+    def _slot(self, name: object) -> int | None:
+        slot = self._index.get(name) if type(name) is str else None
+        return slot if slot is not None and self._marks[slot] else None
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    def __contains__(self, name: object) -> bool:
+        return self._slot(name) is not None
+
+    def __getitem__(self, name: str) -> Any:
+        slot = self._slot(name)
+        if slot is None:
+            raise KeyError(name)
+        return self._states[self._rank[slot]]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        slot = self._slot(name)
+        return default if slot is None else self._states[self._rank[slot]]
 
 
 def remaining(
@@ -202,7 +267,7 @@ def remaining(
     removed = tuple(removed)
     if isinstance(cands, Remaining):
         base, out = cands._base, cands._out.union(removed)
-    elif isinstance(cands, dict):
+    elif isinstance(cands, dict | Picked):  # (a Picked is read as a dict is, and never changed)
         base, out = cands, frozenset(removed)
     else:
         base, out = dict(cands), frozenset(removed)
@@ -219,7 +284,7 @@ def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     info = _info(view, cands)
     if info is None:
         found = _lookup(cands, layout.index)
-        if isinstance(cands, dict | Remaining):  # known from now on, as a root: the next pod reuses them
+        if isinstance(cands, dict | Remaining | Picked):  # known from now on, as a root: reused next pod
             known(view, cands, slots=(layout, found))
         return found
     if info.layout is layout:
