@@ -282,7 +282,7 @@ def _candidates(
     # Names and states picked by place from two lists, and only when a step reads them node by node
     # (the default chain does not): live, between two pods the other processes have the caches, and
     # every name and state read is a miss.
-    cands = Picked(layout, view.sorted_names(), view.sorted_states(), ranks.tolist(), marks)
+    cands = Picked(layout, view.sorted_names(), view.sorted_states(), ranks, marks)
     known(view, cands, slots=(layout, layout.by_rank[ranks]))
     missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
     unknown = dict.fromkeys(unknown_names, missing)

@@ -15,6 +15,7 @@ goes with the view and no two views share it.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from operator import itemgetter
 from typing import Any
@@ -118,7 +119,7 @@ def without(view: ClusterView, cands: Mapping[str, Any], removed: Mapping[str, A
             _remember(info, removed, kept)
             return kept
     names = key if key is not None else names_of
-    if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict | Remaining | Picked):
+    if len(removed) * 4 < len(cands) * 3 and isinstance(cands, dict | _MadeWhenRead):
         # At C speed, then delete the few: a Remaining (what a spread left) as its dict first, not
         # a test of every candidate against a removal map that may be worked out when read.
         kept = (cands if isinstance(cands, dict) else cands.as_dict()).copy()
@@ -151,8 +152,9 @@ class _MadeWhenRead(Mapping[str, Any]):
 
     __slots__ = ()
 
+    @abstractmethod
     def as_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The dict these candidates stand for, made once."""
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.as_dict())
@@ -216,17 +218,17 @@ class Picked(_MadeWhenRead):
     __slots__ = ("_dict", "_index", "_marks", "_names", "_places", "_rank", "_states")
 
     def __init__(
-        self, layout: Slots, names: list[str], states: list[Any], places: list[int], marks: np.ndarray
+        self, layout: Slots, names: list[str], states: list[Any], places: np.ndarray, marks: np.ndarray
     ) -> None:
         self._names, self._states = names, states  # the view's nodes and states in name order
-        self._places = places  # the candidates' places in those lists, in order
+        self._places = places  # the candidates' places in those lists, in order (read when made a dict)
         self._index, self._rank = layout.index, layout.rank  # name -> slot, slot -> place
         self._marks = marks  # by slot: a candidate
         self._dict: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         if self._dict is None:
-            places = self._places
+            places = self._places.tolist()
             if len(places) > 1:
                 pick = itemgetter(*places)
                 self._dict = dict(zip(pick(self._names), pick(self._states), strict=True))
@@ -284,7 +286,7 @@ def slots_of(cands: Mapping[str, Any], view: ClusterView) -> np.ndarray:
     info = _info(view, cands)
     if info is None:
         found = _lookup(cands, layout.index)
-        if isinstance(cands, dict | Remaining | Picked):  # known from now on, as a root: reused next pod
+        if isinstance(cands, dict | _MadeWhenRead):  # known from now on, as a root: the next pod reuses them
             known(view, cands, slots=(layout, found))
         return found
     if info.layout is layout:
