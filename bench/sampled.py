@@ -140,8 +140,9 @@ def run(
         body = _pod(f"p-{i:05d}", NAMESPACE, PROFILE, f"g{i % SCALE_GROUPS}", rule)
         meta = body["metadata"]
         meta["uid"] = f"new-{i:08d}"
+        meta["resourceVersion"] = str(100000 + i)
         # berth serve's watch converted the pod when it was created, long before kube-scheduler asks
-        # about it: the filter's own conversion then reuses what its spec gave (convert.SpecMemo).
+        # about it: the filter takes that record for the same resourceVersion (convert.VersionMemo).
         pod_from_k8s(body, record=False, memo=True)
         names = [order[(start + k) % len(order)] for k in range(sample)]
         start = (start + sample) % len(order)  # every node feasible: kube's next sample starts after

@@ -324,6 +324,8 @@ def test_bind_decides_again_when_a_policy_changed_since_filter(serve):
     [
         pytest.param("/filter", b"{not json", id="filter with a body that is not JSON"),
         pytest.param("/filter", b'{"Nodes": null}', id="filter without a Pod"),
+        pytest.param("/filter", b'{"Pod": 5, "NodeNames": ["n1"]}', id="filter with a number for the Pod"),
+        pytest.param("/filter", b'{"Pod": [{}], "NodeNames": ["n1"]}', id="filter with a list for the Pod"),
         pytest.param("/prioritize", b"[]", id="prioritize with a list"),
         pytest.param("/bind", b'{"PodName": 3}', id="bind with a number for a name"),
     ],
@@ -333,6 +335,8 @@ def test_a_malformed_body_is_a_400_not_a_crash(serve, path, body):
     response = client.post(path, content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 400
     assert "error" in response.json()
+    if b'"Pod": ' in body:
+        assert "Expected `object`" in response.json()["error"] and "$.Pod" in response.json()["error"]
 
 
 def test_simulate_answers_200_409_or_400_with_the_decision(serve):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import orjson
 import pytest
 
@@ -174,7 +175,7 @@ def _close_loops():
 def _filter(placer, pod_obj, names):
     from berth.extender import wire
 
-    args = wire.ExtenderFilterArgs(pod=pod_obj, node_names=orjson.dumps(names))
+    args = wire.ExtenderFilterArgs(pod=msgspec.Raw(orjson.dumps(pod_obj)), node_names=orjson.dumps(names))
     return placer.loop.run_until_complete(placer.filter(args))
 
 

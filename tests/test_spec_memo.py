@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -127,3 +128,75 @@ def test_the_memo_keeps_two_generations_of_pods():
     memo.put("d", "ns", None, spec, {})
     memo.put("e", "ns", None, spec, {})
     assert memo.get("a", "ns", None, spec) is None  # two generations on
+
+
+# -- the version memo: a filter call's pod recognised by its uid and resourceVersion ---------------
+
+
+@pytest.fixture()
+def versions(monkeypatch):
+    memo = convert.VersionMemo()
+    monkeypatch.setattr(convert, "VERSION_MEMO", memo)
+    monkeypatch.setattr(convert, "SPEC_MEMO", SpecMemo())
+    return memo
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(range(len(CHANGES))), st.booleans()), min_size=1, max_size=8))
+def test_a_filter_calls_pod_is_the_pod_a_fresh_conversion_of_its_json_gives(steps):
+    """The watch converts each stored version of a pod (every change a new resourceVersion); a call
+    that sends one of them, the latest or one the watch has not shown yet, gets the record a fresh
+    conversion of the very JSON it sent gives."""
+    memo = convert.VersionMemo()
+    kept = convert.VERSION_MEMO, convert.SPEC_MEMO
+    convert.VERSION_MEMO, convert.SPEC_MEMO = memo, SpecMemo()
+    try:
+        obj = _base()
+        obj["metadata"]["resourceVersion"] = "1"
+        pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)  # the watch
+        for version, (step, watched) in enumerate(steps, start=2):
+            path, value = CHANGES[step]
+            _set(obj, path, copy.deepcopy(value))
+            obj["metadata"]["resourceVersion"] = str(version)
+            if watched:
+                pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
+            assert convert.pod_from_json(orjson.dumps(obj)) == pod_from_k8s(copy.deepcopy(obj))
+    finally:
+        convert.VERSION_MEMO, convert.SPEC_MEMO = kept
+
+
+def test_the_version_the_watch_converted_is_taken_without_reading_the_rest(versions):
+    obj = _base()
+    obj["metadata"]["resourceVersion"] = "41"
+    watched = pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
+    assert convert.pod_from_json(orjson.dumps(obj)) is watched
+    # A version the watch has not shown: converted from the call's own JSON.
+    obj["metadata"]["resourceVersion"] = "42"
+    obj["metadata"]["labels"] = {"app": "api"}
+    assert convert.pod_from_json(orjson.dumps(obj)).labels == {"app": "api"}
+
+
+def test_a_pod_on_a_node_is_not_kept(versions):
+    obj = _base()
+    obj["metadata"]["resourceVersion"] = "7"
+    obj["spec"]["nodeName"] = "node-1"
+    pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
+    assert versions.get("uid-web-1", "7") is None
+
+
+def test_the_placement_record_is_given_when_asked_for_though_the_watch_leaves_it_out(versions):
+    obj = _base()
+    obj["metadata"]["resourceVersion"] = "3"
+    obj["metadata"]["annotations"] = {"berth.dev/placement": '{"node":"node-2"}'}
+    watched = pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
+    assert watched.record == ""
+    assert convert.pod_from_json(orjson.dumps(obj)).record == '{"node":"node-2"}'
+    assert convert.pod_from_json(orjson.dumps(obj), record=False) is watched
+
+
+def test_a_malformed_pod_is_refused_with_its_field_from_its_json(versions):
+    obj = _base()
+    obj["metadata"]["resourceVersion"] = "5"
+    obj["metadata"]["uid"] = 5
+    with pytest.raises(SnapshotError, match=r"metadata\.uid"):
+        convert.pod_from_json(orjson.dumps(obj))

@@ -11,6 +11,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
+import msgspec
 import orjson
 
 from berth import annotations as ann
@@ -452,6 +453,73 @@ _MISSING = object()
 SPEC_MEMO = SpecMemo()
 
 
+class VersionMemo:
+    """The pods waiting for a node as they were converted last, by uid, with their resourceVersion.
+
+    kube-scheduler sends the pod it asks about with every filter call: its informer's copy of the
+    object the API server stored at that resourceVersion, which `berth serve`'s watch converted
+    already when it was created or changed. The API server gives every change a new resourceVersion,
+    so the same uid at the same resourceVersion is the same object: the record is taken from here and
+    nothing of the call's pod is read but those two fields (decoding the whole pod into Python objects
+    and comparing its spec with SpecMemo's was about a tenth of a cold filter). Only pods without
+    spec.nodeName are kept, the ones a scheduler asks about; two generations of `size` each."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.new: dict[str, tuple[str, Pod, str]] = {}
+        self.old: dict[str, tuple[str, Pod, str]] = {}
+
+    def get(self, uid: str, version: str) -> tuple[Pod, str] | None:
+        """The record converted from this uid at this resourceVersion, and its placement annotation
+        (the record may have been made without it); None when that version was not converted."""
+        held = self.new.get(uid) or self.old.get(uid)
+        if held is None or held[0] != version:
+            return None
+        return held[1], held[2]
+
+    def put(self, uid: str, version: str, pod: Pod, placement: str) -> None:
+        if len(self.new) >= self.size:
+            self.old, self.new = self.new, {}
+        self.new[uid] = (version, pod, placement)
+
+
+VERSION_MEMO = VersionMemo()
+
+
+class _Meta(msgspec.Struct, rename="camel"):
+    uid: Any = None
+    resource_version: Any = None
+
+
+class _Versioned(msgspec.Struct):
+    """Of a pod's JSON, the two fields that say which version of which pod it is; msgspec passes
+    over the rest without making a Python object of it."""
+
+    metadata: _Meta | None = None
+
+
+_VERSIONED: msgspec.json.Decoder[_Versioned] = msgspec.json.Decoder(_Versioned)
+_OBJECT: msgspec.json.Decoder[dict[str, Any]] = msgspec.json.Decoder(dict[str, Any])
+
+
+def pod_from_json(raw: bytes | msgspec.Raw, *, record: bool = True) -> Pod:
+    """A pod from the JSON of an object the API server stored (an object: the caller checked), as
+    pod_from_k8s(memo=True) reads it: the record converted from the same uid at the same
+    resourceVersion when there is one (VersionMemo), otherwise the whole object decoded and
+    converted."""
+    try:
+        meta = _VERSIONED.decode(raw).metadata
+    except msgspec.ValidationError:  # a metadata that is not an object: the conversion says what
+        meta = None
+    if meta is not None and type(meta.uid) is str and type(meta.resource_version) is str:
+        held = VERSION_MEMO.get(meta.uid, meta.resource_version)
+        if held is not None:
+            pod, placement = held
+            wanted = placement if record else ""
+            return pod if pod.record == wanted else msgspec.structs.replace(pod, record=wanted)
+    return pod_from_k8s(_OBJECT.decode(raw), record=record, memo=True)
+
+
 def _from_spec(spec: dict[str, Any], meta: dict[str, Any], namespace: str, source: str) -> dict[str, Any]:
     """The fields of a pod's record made from its spec, labels and namespace (all but spec.nodeName)."""
     requests, limits = pod_requests(spec, source)
@@ -520,7 +588,7 @@ def pod_from_k8s(
         fields = _from_spec(spec, meta, namespace, source)
         if keyed:
             SPEC_MEMO.put(uid, namespace, meta.get("labels"), spec, fields)
-    return Pod(
+    pod = Pod(
         namespace=_word(namespace),
         name=name,
         uid=_text(uid, "metadata.uid", source),
@@ -538,6 +606,10 @@ def pod_from_k8s(
         record=placement if record else "",
         **fields,
     )
+    version = meta.get("resourceVersion")
+    if keyed and not pod.node_name and type(version) is str and version:
+        VERSION_MEMO.put(uid, version, pod, placement)
+    return pod
 
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController")

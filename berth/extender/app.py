@@ -139,7 +139,8 @@ class Verbs:
             try:
                 args = _decoders[verb].decode(body)
                 asked = placer.asked(args) if verb == "filter" else None
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, RecursionError) as exc:
+                # (RecursionError: JSON nested past msgspec's depth where filter keeps it raw)
                 self.metrics.errors.labels(verb).inc()
                 return 400, orjson.dumps({"error": f"{verb}: {_why(verb, body, exc)}"})
             if verb == "filter":
@@ -162,14 +163,14 @@ class Verbs:
 _ARGS = msgspec.json.Decoder(wire.ExtenderArgs)
 
 
-def _why(verb: str, body: bytes, exc: msgspec.DecodeError) -> msgspec.DecodeError:
+def _why(verb: str, body: bytes, exc: Exception) -> Exception:
     """The error as decoding the whole body says it, with the path to the field (filter decodes
-    NodeNames on its own)."""
+    the Pod and NodeNames on its own)."""
     if verb != "filter":
         return exc
     try:
         _ARGS.decode(body)
-    except msgspec.DecodeError as whole:
+    except (msgspec.DecodeError, RecursionError) as whole:
         return whole
     return exc
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import msgspec
 
 from berth.analysis.preemption import Victims, nominated_here, overlay, select_victims
-from berth.cluster.convert import pod_from_k8s
+from berth.cluster.convert import pod_from_json, pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.names import Found
@@ -309,7 +309,7 @@ class Placer:
             if found is not None:
                 self.read_names("bytes")
                 return found
-        names = args.decoded().candidate_names()
+        names = args.candidate_names()
         self.read_names("decoded")
         return names
 
@@ -327,7 +327,10 @@ class Placer:
         if asked is None:
             asked = self.asked(args)
         try:
-            pod = pod_from_k8s(args.pod, memo=True)
+            if isinstance(args, wire.ExtenderFilterArgs):
+                pod = pod_from_json(args.pod)
+            else:
+                pod = pod_from_k8s(args.pod, memo=True)
         except BerthError as exc:
             reason = f"berth: the pod cannot be read: {exc.message}"
             return wire.ExtenderFilterResult(

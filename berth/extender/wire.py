@@ -32,23 +32,34 @@ class ExtenderArgs(_Wire):
     node_names: list[str] | None = None
 
     def candidate_names(self) -> list[str]:
-        if self.node_names is not None:
-            return self.node_names
-        items = self.nodes.items if self.nodes and self.nodes.items else []
-        return [((n.get("metadata") or {}).get("name") or "") for n in items]
+        return _candidate_names(self.node_names, self.nodes)
+
+
+def _candidate_names(node_names: list[str] | None, nodes: NodeList | None) -> list[str]:
+    """NodeNames, or the names of the Nodes given when it is null (nodeCacheCapable false)."""
+    if node_names is not None:
+        return node_names
+    items = nodes.items if nodes and nodes.items else []
+    return [((n.get("metadata") or {}).get("name") or "") for n in items]
 
 
 class ExtenderFilterArgs(_Wire):
-    """ExtenderArgs as filter reads them: NodeNames kept as raw JSON, for ClusterView.name_table to
-    find thousands of names at once (the decoded form is the same as ExtenderArgs)."""
+    """ExtenderArgs as filter reads them: the Pod and NodeNames kept as raw JSON, the pod for
+    berth.cluster.convert.pod_from_json to recognise a version of it converted before, the names
+    for ClusterView.name_table to find thousands at once (decoded, both are ExtenderArgs')."""
 
-    pod: dict[str, Any]
+    pod: msgspec.Raw
     nodes: NodeList | None = None
     node_names: msgspec.Raw = msgspec.Raw(b"null")
 
-    def decoded(self) -> ExtenderArgs:
-        names = _NAMES.decode(self.node_names)
-        return ExtenderArgs(pod=self.pod, nodes=self.nodes, node_names=names)
+    def __post_init__(self) -> None:
+        # The pod must be an object, as ExtenderArgs decodes it (msgspec gives a raw value as it
+        # stands in the body: no space before it). Raised here, the call is refused as a bad body.
+        if memoryview(self.pod)[:1] != b"{":
+            raise TypeError("Pod: expected an object")
+
+    def candidate_names(self) -> list[str]:
+        return _candidate_names(_NAMES.decode(self.node_names), self.nodes)
 
 
 _NAMES = msgspec.json.Decoder(list[str] | None)
