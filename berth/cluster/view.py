@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 
 from berth import annotations as ann
@@ -97,6 +98,13 @@ class NodeState:
     def tag_count(self, namespace: str, tag: str) -> int:
         per_ns = self.tags.get(namespace)
         return per_ns.get(tag, 0) if per_ns else 0
+
+
+def _status_only(held: Pod, pod: Pod) -> bool:
+    """`pod` is `held` but for its phase (neither terminal) and start time."""
+    if pod.terminal or held.terminal or pod.node_name != held.node_name:
+        return False
+    return held == msgspec.structs.replace(pod, phase=held.phase, start_time=held.start_time)
 
 
 # A uid prefix names a pod only from this many characters on (a short Docker-style id is 12).
@@ -757,6 +765,10 @@ class ClusterView:
         held = self._pods.get(key)
         if held is not None and held == pod:
             return
+        state = self._nodes.get(held.node_name) if held is not None and held.node_name else None
+        if state is not None and held is not None and state.pods.get(key) is held and _status_only(held, pod):
+            self._replace_on_node(state, pod, key)
+            return
         self.generation += 1
         self.remove_pod(key)
         if pod.deleting and news:
@@ -777,6 +789,17 @@ class ClusterView:
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
         elif pod.nominated_node:
             self._nominated.setdefault(pod.nominated_node, {})[key] = pod
+
+    def _replace_on_node(self, state: NodeState, pod: Pod, key: str) -> None:
+        """A pod on a node whose new record differs only in what no index or count reads (its
+        kubelet started it: status.phase and startTime): the new record takes the old one's places.
+        Taking it off and placing it again would count the node changed for every answer kept by
+        node, for nothing."""
+        state.pods[key] = pod
+        state.generation += 1  # what read its pods (a preemption's victims, by start time) again
+        self.generation += 1
+        self._pods[key] = pod
+        self._by_namespace[pod.namespace][key] = pod
 
     def remove_pod(self, key: str) -> Pod | None:
         pod = self._pods.pop(key, None)
