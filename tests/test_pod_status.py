@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.view import ClusterView
 from tests.builders import node, pod, view
@@ -70,3 +73,48 @@ def test_anything_else_that_changes_is_counted_again():
         fresh = view(node("n1"), node("n2"), changed, pod("db-1", node="n2", uid="uid-db-1", cpu="1"))
         assert _counts(v, "n1") == _counts(fresh, "n1"), change
         assert _counts(v, "n2") == _counts(fresh, "n2"), change
+
+
+# -- any sequence of records of the same pods leaves the view as if made from the last ones ----------
+
+NODES = ("n1", "n2")
+
+
+def _indexes(v: ClusterView) -> tuple:
+    return (
+        {ns: dict(pods) for ns, pods in v._by_namespace.items()},
+        {ns: {k: dict(by) for k, by in ks.items()} for ns, ks in v._labels.items()},
+        dict(v._by_uid),
+        {p: (set(u) if isinstance(u, set) else u) for p, u in v._uid_prefix.items()},
+        {n: dict(w) for n, w in v._nominated.items()},
+        {n: dict(o) for n, o in v._orphans.items() if o},
+        {n: (dict(v.state(n).pods), _counts(v, n)) for n in NODES},
+    )
+
+
+RECORDS = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["a", "b"]),
+        "uid": st.sampled_from(["1", "2"]),  # a name's pod deleted and made again: another uid
+        "app": st.sampled_from(["web", "api"]),
+        "where": st.sampled_from(["", "n1", "n2", "gone-node"]),
+        "phase": st.sampled_from(["Pending", "Running", "Succeeded"]),
+        "nominated": st.sampled_from(["", "n1"]),
+        "started": st.sampled_from(["", "2026-12-05T10:00:00Z"]),
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RECORDS, min_size=1, max_size=12))
+def test_the_indexes_after_any_sequence_of_records_are_those_of_the_last_records(records):
+    v = view(node("n1"), node("n2"))
+    last: dict[str, dict] = {}
+    for r in records:
+        uid, labels = f"uid-{r['name']}-{r['uid']}", {"app": r["app"]}
+        obj = pod(r["name"], uid=uid, labels=labels, tags=[r["app"]], cpu="100m", node=r["where"] or None)
+        obj["status"] = {"phase": r["phase"], "nominatedNodeName": r["nominated"], "startTime": r["started"]}
+        v.add_pod(pod_from_k8s(obj))
+        last[r["name"]] = obj
+    fresh = view(node("n1"), node("n2"), *last.values())
+    assert _indexes(v) == _indexes(fresh)

@@ -770,7 +770,13 @@ class ClusterView:
             self._replace_on_node(state, pod, key)
             return
         self.generation += 1
-        self.remove_pod(key)
+        # The same uid and labels (a pending pod reserved on a node, then bound): the indexes by
+        # namespace, label and uid stay as they are; only where the pod is placed changes.
+        indexed = held is not None and not pod.terminal and held.uid == pod.uid and held.labels == pod.labels
+        if held is not None and indexed:
+            self._unplace(held, key)
+        else:
+            self.remove_pod(key)
         if pod.deleting and news:
             self.planned.note(pod)
         if pod.terminal:
@@ -778,9 +784,12 @@ class ClusterView:
         if news and pod.node_name and (held is None or not held.node_name):
             self.planned.bound(pod)
         self._pods[key] = pod
-        self._index(pod, add=True, key=key)
-        if pod.uid:
-            self._by_uid[pod.uid] = key
+        if indexed:
+            self._by_namespace[pod.namespace][key] = pod
+        else:
+            self._index(pod, add=True, key=key)
+            if pod.uid:
+                self._by_uid[pod.uid] = key
         if pod.node_name:
             state = self._nodes.get(pod.node_name)
             if state is not None:
@@ -809,6 +818,11 @@ class ClusterView:
         self._index(pod, add=False)
         if pod.uid:
             self._by_uid.pop(pod.uid, None)
+        self._unplace(pod, key)
+        return pod
+
+    def _unplace(self, pod: Pod, key: str) -> None:
+        """Take the pod off its node (or its node's orphans, or the pods nominated to a node)."""
         if pod.node_name:
             state = self._nodes.get(pod.node_name)
             if state is not None and state.remove(key) is not None:
@@ -821,7 +835,6 @@ class ClusterView:
                 waiting.pop(key, None)
                 if not waiting:
                     del self._nominated[pod.nominated_node]
-        return pod
 
     def _index(self, pod: Pod, *, add: bool, key: str | None = None) -> None:
         pod_key = key or pod.key
