@@ -284,8 +284,10 @@ def _candidates(
     # every name and state read is a miss.
     cands = Picked(layout, view.sorted_names(), view.sorted_states(), ranks, marks)
     known(view, cands, slots=(layout, layout.by_rank[ranks]))
-    missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
-    unknown = dict.fromkeys(unknown_names, missing)
+    unknown = {}
+    if unknown_names:
+        missing = Reason(UNKNOWN_NODE, Kind.EXHAUSTED, "node is not in berth's cluster view yet")
+        unknown = dict.fromkeys(unknown_names, missing)
     recent.insert(0, (key, cands, unknown))
     del recent[RECENT_CANDIDATES:]
     return cands, unknown
