@@ -605,9 +605,17 @@ class Harness:
         return self.cp.start_scheduler(self.configs[name], name=name, verbosity=1)
 
     def names_read(self) -> str:
-        """How berth serve read the filter calls' node names (from the bytes or decoded), from /metrics."""
-        counts = _scrape(f"http://127.0.0.1:{self.port}/metrics", "berth_filter_node_names_total{")
-        return "node names " + (", ".join(f"{name} {value}" for name, value in counts.items()) or "-")
+        """How berth serve read the filter calls' node names (from the bytes or decoded) and their pods
+        (the watch's record of the same version, or decoded), from /metrics."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        parts = []
+        for what, prefix in (
+            ("node names", "berth_filter_node_names_total{"),
+            ("pods", "berth_filter_pods_total{"),
+        ):
+            counts = _scrape(url, prefix)
+            parts.append(f"{what} " + (", ".join(f"{name} {value}" for name, value in counts.items()) or "-"))
+        return "; ".join(parts)
 
     def binds(self) -> dict[str, float]:
         """berth serve's binds so far by outcome (confirmed, rechecked, refused, failed)."""

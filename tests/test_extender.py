@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 from fastapi.testclient import TestClient
 
+import berth.cluster.convert as convert
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.extender.app import create_app
@@ -360,6 +362,22 @@ def test_health_readiness_and_metrics(serve):
     assert 'berth_extender_request_seconds_count{verb="filter"} 1.0' in text
     assert 'berth_decisions_total{outcome="placed"} 1.0' in text
     assert "berth_cache_nodes 1.0" in text
+
+
+def test_a_pod_the_watch_converted_at_the_same_version_is_not_decoded_again(serve, monkeypatch):
+    monkeypatch.setattr(convert, "VERSION_MEMO", convert.VersionMemo())
+    client = serve(node("n1"), node("n2"), pod("db", node="n1", tags=["db"]))
+    web = pod("web", uid="u-web", annotations={"berth.dev/affinity": '{"require_without_tag": ["db"]}'})
+    web["metadata"]["resourceVersion"] = "12"
+    pod_from_k8s(copy.deepcopy(web), record=False, memo=True)  # what berth serve's watch does
+    assert client.post("/filter", json=_args(web, ["n1", "n2"])).json()["NodeNames"] == ["n2"]
+    changed = copy.deepcopy(web)  # a version the watch has not shown: read from the call
+    changed["metadata"]["resourceVersion"] = "13"
+    changed["metadata"]["annotations"] = {}
+    assert client.post("/filter", json=_args(changed, ["n1", "n2"])).json()["NodeNames"] in (["n1"], ["n2"])
+    text = client.get("/metrics").text
+    assert 'berth_filter_pods_total{read="watched"} 1.0' in text
+    assert 'berth_filter_pods_total{read="decoded"} 1.0' in text
 
 
 def test_bind_refuses_a_node_that_no_longer_fits_and_a_pod_it_has_never_seen(serve):

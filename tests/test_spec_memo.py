@@ -133,6 +133,11 @@ def test_the_memo_keeps_two_generations_of_pods():
 # -- the version memo: a filter call's pod recognised by its uid and resourceVersion ---------------
 
 
+def _from_call(raw: bytes, *, record: bool = True):
+    """The pod of a filter call's JSON as the extender reads it."""
+    return convert.watched_pod(raw, record=record) or convert.decoded_pod(raw, record=record)
+
+
 @pytest.fixture()
 def versions(monkeypatch):
     memo = convert.VersionMemo()
@@ -160,7 +165,7 @@ def test_a_filter_calls_pod_is_the_pod_a_fresh_conversion_of_its_json_gives(step
             obj["metadata"]["resourceVersion"] = str(version)
             if watched:
                 pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
-            assert convert.pod_from_json(orjson.dumps(obj)) == pod_from_k8s(copy.deepcopy(obj))
+            assert _from_call(orjson.dumps(obj)) == pod_from_k8s(copy.deepcopy(obj))
     finally:
         convert.VERSION_MEMO, convert.SPEC_MEMO = kept
 
@@ -169,11 +174,11 @@ def test_the_version_the_watch_converted_is_taken_without_reading_the_rest(versi
     obj = _base()
     obj["metadata"]["resourceVersion"] = "41"
     watched = pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
-    assert convert.pod_from_json(orjson.dumps(obj)) is watched
+    assert _from_call(orjson.dumps(obj)) is watched
     # A version the watch has not shown: converted from the call's own JSON.
     obj["metadata"]["resourceVersion"] = "42"
     obj["metadata"]["labels"] = {"app": "api"}
-    assert convert.pod_from_json(orjson.dumps(obj)).labels == {"app": "api"}
+    assert _from_call(orjson.dumps(obj)).labels == {"app": "api"}
 
 
 def test_a_pod_on_a_node_is_not_kept(versions):
@@ -190,8 +195,8 @@ def test_the_placement_record_is_given_when_asked_for_though_the_watch_leaves_it
     obj["metadata"]["annotations"] = {"berth.dev/placement": '{"node":"node-2"}'}
     watched = pod_from_k8s(copy.deepcopy(obj), record=False, memo=True)
     assert watched.record == ""
-    assert convert.pod_from_json(orjson.dumps(obj)).record == '{"node":"node-2"}'
-    assert convert.pod_from_json(orjson.dumps(obj), record=False) is watched
+    assert _from_call(orjson.dumps(obj)).record == '{"node":"node-2"}'
+    assert _from_call(orjson.dumps(obj), record=False) is watched
 
 
 def test_a_malformed_pod_is_refused_with_its_field_from_its_json(versions):
@@ -199,4 +204,4 @@ def test_a_malformed_pod_is_refused_with_its_field_from_its_json(versions):
     obj["metadata"]["resourceVersion"] = "5"
     obj["metadata"]["uid"] = 5
     with pytest.raises(SnapshotError, match=r"metadata\.uid"):
-        convert.pod_from_json(orjson.dumps(obj))
+        _from_call(orjson.dumps(obj))

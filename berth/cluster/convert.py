@@ -502,21 +502,25 @@ _VERSIONED: msgspec.json.Decoder[_Versioned] = msgspec.json.Decoder(_Versioned)
 _OBJECT: msgspec.json.Decoder[dict[str, Any]] = msgspec.json.Decoder(dict[str, Any])
 
 
-def pod_from_json(raw: bytes | msgspec.Raw, *, record: bool = True) -> Pod:
-    """A pod from the JSON of an object the API server stored (an object: the caller checked), as
-    pod_from_k8s(memo=True) reads it: the record converted from the same uid at the same
-    resourceVersion when there is one (VersionMemo), otherwise the whole object decoded and
-    converted."""
+def watched_pod(raw: bytes | msgspec.Raw, *, record: bool = True) -> Pod | None:
+    """The record converted from the same uid at the same resourceVersion as this JSON's (VersionMemo),
+    reading nothing else of it; None when that version was not converted."""
     try:
         meta = _VERSIONED.decode(raw).metadata
     except msgspec.ValidationError:  # a metadata that is not an object: the conversion says what
-        meta = None
-    if meta is not None and type(meta.uid) is str and type(meta.resource_version) is str:
-        held = VERSION_MEMO.get(meta.uid, meta.resource_version)
-        if held is not None:
-            pod, placement = held
-            wanted = placement if record else ""
-            return pod if pod.record == wanted else msgspec.structs.replace(pod, record=wanted)
+        return None
+    if meta is None or type(meta.uid) is not str or type(meta.resource_version) is not str:
+        return None
+    held = VERSION_MEMO.get(meta.uid, meta.resource_version)
+    if held is None:
+        return None
+    pod, placement = held
+    wanted = placement if record else ""
+    return pod if pod.record == wanted else msgspec.structs.replace(pod, record=wanted)
+
+
+def decoded_pod(raw: bytes | msgspec.Raw, *, record: bool = True) -> Pod:
+    """The pod of this JSON decoded and converted (pod_from_k8s with memo=True)."""
     return pod_from_k8s(_OBJECT.decode(raw), record=record, memo=True)
 
 

@@ -90,6 +90,13 @@ class Metrics:
             ["read"],
             registry=self.registry,
         )
+        self.pods = Counter(
+            "berth_filter_pods_total",
+            "Filter calls by how their pod was read: the record the watch made of the same "
+            "resourceVersion (watched), or decoded from the call.",
+            ["read"],
+            registry=self.registry,
+        )
         lag = Gauge(
             "berth_cache_lag_seconds",
             "Seconds since the cache last heard from the API server.",
@@ -235,6 +242,7 @@ def create_app(placer: Placer) -> HotVerbs:
     placer.observe_bind = _counting(metrics.binds)
     placer.observe_sample = _counting(metrics.sample)
     placer.read_names = _counting(metrics.names)
+    placer.read_pod = _counting(metrics.pods)
     app.state.placer = placer
     app.state.metrics = metrics
     verbs = Verbs(placer, metrics)

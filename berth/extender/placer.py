@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import msgspec
 
 from berth.analysis.preemption import Victims, nominated_here, overlay, select_victims
-from berth.cluster.convert import pod_from_json, pod_from_k8s
+from berth.cluster.convert import decoded_pod, pod_from_k8s, watched_pod
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.names import Found
@@ -149,6 +149,7 @@ class Placer:
         self.digest = digest or online.digest
         self._decisions: OrderedDict[str, Remembered] = OrderedDict()
         self.read_names: Callable[[str], None] = lambda how: None  # "bytes" or "decoded", per filter
+        self.read_pod: Callable[[str], None] = lambda how: None  # "watched" or "decoded", per filter
         self._refusals: dict[str, tuple[str, float]] = {}
         self._unasked_notes: dict[str, tuple[str, float]] = {}
         self._warned: set[str] = set()
@@ -328,7 +329,9 @@ class Placer:
             asked = self.asked(args)
         try:
             if isinstance(args, wire.ExtenderFilterArgs):
-                pod = pod_from_json(args.pod)
+                watched = watched_pod(args.pod)
+                self.read_pod("watched" if watched is not None else "decoded")
+                pod = watched or decoded_pod(args.pod)
             else:
                 pod = pod_from_k8s(args.pod, memo=True)
         except BerthError as exc:

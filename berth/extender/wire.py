@@ -45,7 +45,7 @@ def _candidate_names(node_names: list[str] | None, nodes: NodeList | None) -> li
 
 class ExtenderFilterArgs(_Wire):
     """ExtenderArgs as filter reads them: the Pod and NodeNames kept as raw JSON, the pod for
-    berth.cluster.convert.pod_from_json to recognise a version of it converted before, the names
+    berth.cluster.convert.watched_pod to recognise a version of it converted before, the names
     for ClusterView.name_table to find thousands at once (decoded, both are ExtenderArgs')."""
 
     pod: msgspec.Raw
