@@ -763,16 +763,18 @@ class ClusterView:
     def _add_pod(self, pod: Pod, *, news: bool) -> None:
         key = pod.key  # one string for every index that holds the pod (pod.key makes a new one)
         held = self._pods.get(key)
-        if held is not None and held == pod:
-            return
-        state = self._nodes.get(held.node_name) if held is not None and held.node_name else None
-        if state is not None and held is not None and state.pods.get(key) is held and _status_only(held, pod):
-            self._replace_on_node(state, pod, key)
-            return
+        indexed = False
+        if held is not None:
+            if held == pod:
+                return
+            state = self._nodes.get(held.node_name) if held.node_name else None
+            if state is not None and state.pods.get(key) is held and _status_only(held, pod):
+                self._replace_on_node(state, pod, key)
+                return
+            # The same uid and labels (a pending pod reserved on a node, then bound): the indexes by
+            # namespace, label and uid stay as they are; only where the pod is placed changes.
+            indexed = not pod.terminal and held.uid == pod.uid and held.labels == pod.labels
         self.generation += 1
-        # The same uid and labels (a pending pod reserved on a node, then bound): the indexes by
-        # namespace, label and uid stay as they are; only where the pod is placed changes.
-        indexed = held is not None and not pod.terminal and held.uid == pod.uid and held.labels == pod.labels
         if held is not None and indexed:
             self._unplace(held, key)
         else:
