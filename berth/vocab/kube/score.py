@@ -89,7 +89,8 @@ class Prepared:
     preferred: tuple[tuple[int, dict], ...]  # (weight, nodeSelectorTerm) of preferred node affinity
     soft: Soft | None
     domains: list[Counter]
-    topology: dict[str, np.ndarray]  # InterPodAffinity's score by a label value's id (_Nodes.weights)
+    # InterPodAffinity's score by label key (_Nodes.weights): by the id of a value, or per node
+    topology: dict[str, np.ndarray | PerNode]
     resources: bool  # the tier scores LeastAllocated and BalancedAllocation
     cpu: int  # the pod's requests as kube's LeastAllocated counts them (non-zero)
     memory: int
@@ -110,7 +111,7 @@ class _KubeScore(Tier[Prepared]):
         taints: bool = False,
         preferred: tuple[tuple[int, dict], ...] = (),
         soft: Soft | None = None,
-        topology: dict[str, np.ndarray] | None = None,
+        topology: dict[str, np.ndarray | PerNode] | None = None,
         resources: bool = False,
     ) -> Prepared:
         pod = ctx.pod
@@ -290,10 +291,33 @@ def _inter_pod(nodes: _Nodes, prepared: Prepared, at: np.ndarray) -> np.ndarray:
     """InterPodAffinity's raw value of the nodes at slots `at`: the summed weights of the terms that
     select pods in each node's domains (prepared.topology: label key -> weight by the id of a value)."""
     out = np.zeros(len(at), np.int64)
-    for key, by_id in prepared.topology.items():
-        ids, _ = nodes.label(key)
-        out += by_id[ids[at]]
+    for key, weights in prepared.topology.items():
+        if type(weights) is PerNode:
+            out += weights.at(at)
+        else:
+            ids, _ = nodes.label(key)
+            out += weights[ids[at]]
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PerNode:
+    """The summed weight of a key whose every labelled node is a domain of its own (a hostname): a
+    node's is its own pods' alone, so it is gathered at the candidates' slots only, not summed by
+    domain over every node for every pod (cold, that was most of the preferences' prepare)."""
+
+    parts: tuple[tuple[int, np.ndarray], ...]  # (weight, pods by slot) of each term
+    labelled: np.ndarray | None  # by slot: the node has the label (None: every node has it)
+
+    def at(self, at: np.ndarray) -> np.ndarray:
+        """The summed weight x pods of the nodes at slots `at` (0 for a node without the label)."""
+        (weight, pods), *others = self.parts
+        out = weight * pods.take(at)
+        for weight, pods in others:
+            out += weight * pods.take(at)
+        if self.labelled is not None:
+            out *= self.labelled.take(at)
+        return out
 
 
 # The resource plugins' scores of every node for a pod's requests, by the requests; the last few kept.
@@ -468,6 +492,7 @@ class _Nodes:
         self._ids: dict[str, dict[str, int]] = {}  # label key -> value -> id
         self._allocatable: dict[str, np.ndarray] = {}
         self._with_label: dict[str, np.ndarray] = {}  # label key -> slots of the nodes with it
+        self._with_label_mask: dict[str, np.ndarray] = {}  # label key -> by slot: the node has it
 
     @classmethod
     def of(cls, view: ClusterView) -> _Nodes:
@@ -501,16 +526,22 @@ class _Nodes:
                 out[at] = count
         return out
 
-    def weights(self, weighed: Weighed) -> dict[str, np.ndarray]:
+    def weights(self, weighed: Weighed) -> dict[str, np.ndarray | PerNode]:
         """kube's PreScore summed by domain: label key -> the summed weight x pods of each value of
-        the key by its id (label), one more entry (0) for id -1, the nodes without the label; only
-        the keys some node of the terms has a value of. The pods come by slot (the view keeps them
+        the key by its id (label), one more entry (0) for id -1, the nodes without the label, or for
+        a key with one node per value (a hostname) the terms' pods by slot (PerNode); only the keys
+        some node of the terms has a value of. The pods come by slot (the view keeps them
         so) and are summed with numpy: looked up node by node, a few hundred nodes per term every
         decision cost more than the rest of the score."""
-        out = {}
+        out: dict[str, np.ndarray | PerNode] = {}
         for key, parts in weighed.items():
             ids, names = self.label(key)
             labelled = self._labelled(key)
+            if len(names) == len(labelled):  # every labelled node a domain of its own
+                every = len(labelled) == len(ids)
+                if any((pods if every else pods.take(labelled)).any() for _, pods in parts):
+                    out[key] = PerNode(tuple(parts), None if every else self._has_label(key))
+                continue
             (weight, pods), *others = parts
             summed, seen = weight * pods, pods
             for weight, pods in others:
@@ -522,6 +553,13 @@ class _Nodes:
             np.add.at(by_id, ids.take(labelled), summed.take(labelled))
             out[key] = by_id
         return out
+
+    def _has_label(self, key: str) -> np.ndarray:
+        """By slot: the node has label `key`."""
+        found = self._with_label_mask.get(key)
+        if found is None:
+            found = self._with_label_mask[key] = self.label(key)[0] >= 0
+        return found
 
     def _labelled(self, key: str) -> np.ndarray:
         """The slots of the nodes with label `key`."""
