@@ -292,7 +292,7 @@ def _inter_pod(nodes: _Nodes, prepared: Prepared, at: np.ndarray) -> np.ndarray:
     select pods in each node's domains (prepared.topology: label key -> weight by the id of a value)."""
     out = np.zeros(len(at), np.int64)
     for key, weights in prepared.topology.items():
-        if type(weights) is PerNode:
+        if isinstance(weights, PerNode):
             out += weights.at(at)
         else:
             ids, _ = nodes.label(key)
