@@ -61,7 +61,7 @@ from berth.vocab import step_names
 from berth.vocab.kube.interpod import Weighed, topology_score
 from berth.vocab.kube.node_affinity import preferred_terms, preferred_weight
 from berth.vocab.kube.node_resources import MAX_NODE_SCORE, NUMBERS, balanced_allocation, least_allocated
-from berth.vocab.kube.spread import Soft, domain_counts, matching_nodes, own_soft, system_soft
+from berth.vocab.kube.spread import Soft, domain_counts, own_soft, system_soft
 from berth.vocab.kube.taint_toleration import intolerable, prefer_no_schedule_tolerations
 
 WEIGHTS = {"taints": 3, "node_affinity": 2, "spread": 2, "inter_pod": 2, "least": 1, "balanced": 1}
@@ -120,7 +120,7 @@ class _KubeScore(Tier[Prepared]):
             tolerations=prefer_no_schedule_tolerations(pod),
             preferred=preferred,
             soft=soft,
-            domains=domain_counts(soft, ctx) if soft is not None else [],
+            domains=domain_counts(soft, ctx, _Nodes.of(ctx.view).by_domain) if soft is not None else [],
             topology=topology or {},
             resources=resources,
             cpu=pod.nonzero_cpu,
@@ -410,13 +410,9 @@ def _spread(
         ids = ids_of[i]
         if constraint.selector.empty:
             counts = np.zeros(len(at), np.int64)
-        elif constraint.topology_key == HOSTNAME:
-            index = ctx.view.slots().index
-            on = np.zeros(len(index), np.int64)
-            for name, count in matching_nodes(constraint.selector, ctx).items():
-                if name in index:
-                    on[index[name]] = count
-            counts = on[at]
+        elif constraint.topology_key == HOSTNAME:  # the node's own matching pods, kept by slot
+            on = ctx.view.selected_slots(ctx.pod.namespace, constraint.selector)
+            counts = on.take(at) if on is not None else np.zeros(len(at), np.int64)
         else:
             counts = nodes.table(constraint.topology_key, prepared.domains[i])[ids]
         out.append((ids >= 0, ids, counts))
@@ -524,6 +520,17 @@ class _Nodes:
             at = ids.get(value)
             if at is not None:
                 out[at] = count
+        return out
+
+    def by_domain(self, key: str, by_slot: np.ndarray) -> dict[str, int]:
+        """The sum of `by_slot` over each value of label `key` ("" for the nodes without it, with
+        the nodes whose value is ""), for the values whose sum is not 0 (spread.ByDomain)."""
+        ids, names = self.label(key)
+        sums = np.bincount(ids + 1, weights=by_slot, minlength=len(names) + 1)  # bin 0: no label
+        out: dict[str, int] = {}
+        for i in np.flatnonzero(sums).tolist():
+            value = names[i - 1] if i else ""
+            out[value] = out.get(value, 0) + int(sums[i])
         return out
 
     def weights(self, weighed: Weighed) -> dict[str, np.ndarray | PerNode]:

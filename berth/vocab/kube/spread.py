@@ -16,8 +16,10 @@ ClusterView.default_selector). See berth.vocab.kube.score for the arithmetic.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from berth.cluster.model import Node, Pod, SpreadConstraint
 from berth.cluster.selectors import Selector
@@ -38,6 +40,15 @@ def included(constraint: SpreadConstraint, pod: Pod, node: Node) -> bool:
     if constraint.node_affinity_policy == "Honor" and not selects_node(pod, node):
         return False
     return not (constraint.node_taints_policy == "Honor" and untolerated(node, pod) is not None)
+
+
+def includes_every_node(constraint: SpreadConstraint, pod: Pod) -> bool:
+    """`included` is true of every node for this pod: no inclusion policy the pod is subject to
+    can leave a node out (nodeTaintsPolicy is not Honor, and nodeAffinityPolicy Honor has no
+    nodeSelector or required node affinity to honour)."""
+    if constraint.node_taints_policy == "Honor":
+        return False
+    return constraint.node_affinity_policy != "Honor" or not (pod.node_selector or pod.required_node_affinity)
 
 
 def matching_nodes(selector: Selector, ctx: PodContext) -> Mapping[str, int]:
@@ -146,15 +157,27 @@ def system_soft(ctx: PodContext) -> Soft | None:
     return Soft(defaults, False)
 
 
-def domain_counts(soft: Soft, ctx: PodContext) -> list[Counter]:
+# The sum of counts by slot over each value of a label key ("" for the nodes without it), the values
+# whose sum is not 0 (berth.vocab.kube.score's node columns).
+ByDomain = Callable[[str, np.ndarray], Mapping[str, int]]
+
+
+def domain_counts(soft: Soft, ctx: PodContext, by_domain: ByDomain | None = None) -> list[Counter]:
     """Per constraint (hostname ones stay empty: a node's own count is read per node), the matching
-    pods per domain over every node that counts for it (kube's PreScore over all nodes)."""
+    pods per domain over every node that counts for it (kube's PreScore over all nodes). With
+    `by_domain`, a constraint that counts every node sums the view's counts by slot instead of
+    reading each node that holds matching pods (a workload's replicas: hundreds of nodes a pod)."""
     view = ctx.view
     out: list[Counter] = []
     for constraint in soft.constraints:
         counts: Counter = Counter()
         out.append(counts)
         if constraint.topology_key == HOSTNAME or constraint.selector.empty:
+            continue
+        if by_domain is not None and not soft.require_all and includes_every_node(constraint, ctx.pod):
+            by_slot = view.selected_slots(ctx.pod.namespace, constraint.selector)
+            if by_slot is not None:
+                counts.update(by_domain(constraint.topology_key, by_slot))
             continue
         for name, count in matching_nodes(constraint.selector, ctx).items():
             node = view.node(name)
