@@ -16,7 +16,7 @@ from berth.engine.draws import Seeded
 from berth.engine.step import PodContext
 from berth.pipeline import default_pipeline
 from berth.vocab.kube.score import KubeDefaultScore, _Nodes, _spread
-from berth.vocab.kube.spread import domain_counts, matching_nodes, system_soft
+from berth.vocab.kube.spread import domain_counts, matching_nodes, own_soft, system_soft
 from tests.builders import node, pod, to_pod, view
 
 ZONE = "topology.kubernetes.io/zone"
@@ -42,11 +42,13 @@ NODES = st.lists(
 )
 
 
-def _world(layout: list[tuple[str | None, bool, int, int]]) -> Any:
+def _world(layout: list[tuple[str | None, bool, int, int]], *, disk_with_zone: bool = False) -> Any:
+    """The nodes and pods of `layout`, and a Service over the workload; `disk_with_zone`: only the
+    nodes with a zone value have the "disk" label."""
     objects: list[dict[str, Any]] = []
     for i, (zone, ssd, replicas, others) in enumerate(layout):
         name = f"n{i}"
-        labels = {"disk": "ssd" if ssd else "hdd"}
+        labels = {} if disk_with_zone and not zone else {"disk": "ssd" if ssd else "hdd"}
         if zone is not None:
             labels[ZONE] = zone
         objects.append(node(name, labels=labels))
@@ -84,6 +86,33 @@ def test_the_default_spreading_counts_are_those_of_every_node_read_one_by_one(
     )
     own = matching_nodes(soft.constraints[0].selector, ctx)
     assert hostname.tolist() == [own.get(f"n{i}", 0) for i in range(len(layout))]
+
+
+def _constraint(key: str) -> dict[str, Any]:
+    return {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(NODES, st.booleans())
+def test_the_pods_own_spreading_counts_only_nodes_with_every_key(
+    layout: list[tuple[str | None, bool, int, int]], selective: bool
+) -> None:
+    """The pod's own ScheduleAnyway constraints (over the zone and the "disk" label, which the
+    nodes whose zone label is missing or empty lack): a node counts only with both labels."""
+    v = _world(layout, disk_with_zone=True)
+    spec: dict[str, Any] = {"topologySpreadConstraints": [_constraint(ZONE), _constraint("disk")]}
+    if selective:
+        spec["nodeSelector"] = {"disk": "ssd"}
+    new = to_pod(pod("web-new", namespace="shop", labels={"app": "web"}, spec=spec))
+    ctx = PodContext(pod=new, spec=PIPELINE.compile_pod(new), view=v, randoms=Seeded(1))
+    soft = own_soft(new)
+    assert soft is not None and soft.require_all
+    assert domain_counts(soft, ctx, _Nodes.of(v).by_domain) == domain_counts(soft, ctx)
 
 
 def test_replicas_go_to_the_zone_with_fewest_of_them() -> None:

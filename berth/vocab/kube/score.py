@@ -522,10 +522,13 @@ class _Nodes:
                 out[at] = count
         return out
 
-    def by_domain(self, key: str, by_slot: np.ndarray) -> dict[str, int]:
+    def by_domain(self, key: str, by_slot: np.ndarray, required: tuple[str, ...] = ()) -> dict[str, int]:
         """The sum of `by_slot` over each value of label `key` ("" for the nodes without it, with
-        the nodes whose value is ""), for the values whose sum is not 0 (spread.ByDomain)."""
+        the nodes whose value is ""), over the nodes that have every label of `required`, for the
+        values whose sum is not 0 (spread.ByDomain)."""
         ids, names = self.label(key)
+        for other in dict.fromkeys(required):
+            by_slot = by_slot * self._has_label(other)
         sums = np.bincount(ids + 1, weights=by_slot, minlength=len(names) + 1)  # bin 0: no label
         out: dict[str, int] = {}
         for i in np.flatnonzero(sums).tolist():

@@ -157,9 +157,10 @@ def system_soft(ctx: PodContext) -> Soft | None:
     return Soft(defaults, False)
 
 
-# The sum of counts by slot over each value of a label key ("" for the nodes without it), the values
-# whose sum is not 0 (berth.vocab.kube.score's node columns).
-ByDomain = Callable[[str, np.ndarray], Mapping[str, int]]
+# The sum of counts by slot over each value of a label key ("" for the nodes without it), counting
+# only the nodes that have every label key given, the values whose sum is not 0 (berth.vocab.kube.
+# score's node columns).
+ByDomain = Callable[[str, np.ndarray, tuple[str, ...]], Mapping[str, int]]
 
 
 def domain_counts(soft: Soft, ctx: PodContext, by_domain: ByDomain | None = None) -> list[Counter]:
@@ -174,10 +175,11 @@ def domain_counts(soft: Soft, ctx: PodContext, by_domain: ByDomain | None = None
         out.append(counts)
         if constraint.topology_key == HOSTNAME or constraint.selector.empty:
             continue
-        if by_domain is not None and not soft.require_all and includes_every_node(constraint, ctx.pod):
+        if by_domain is not None and includes_every_node(constraint, ctx.pod):
             by_slot = view.selected_slots(ctx.pod.namespace, constraint.selector)
             if by_slot is not None:
-                counts.update(by_domain(constraint.topology_key, by_slot))
+                required = tuple(c.topology_key for c in soft.constraints) if soft.require_all else ()
+                counts.update(by_domain(constraint.topology_key, by_slot, required))
             continue
         for name, count in matching_nodes(constraint.selector, ctx).items():
             node = view.node(name)
