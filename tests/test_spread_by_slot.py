@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.engine import decide
+from berth.engine.chain import plain_path
 from berth.engine.draws import Seeded
 from berth.engine.step import PodContext
 from berth.pipeline import default_pipeline
@@ -122,3 +123,20 @@ def test_replicas_go_to_the_zone_with_fewest_of_them() -> None:
     v = _world(layout)
     new = to_pod(pod("web-new", namespace="shop", labels={"app": "web"}))
     assert {decide(new, v, PIPELINE, seed=seed).chosen for seed in range(8)} == {"n3"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(NODES, st.booleans())
+def test_the_ranking_is_that_of_the_rules_read_node_by_node(
+    layout: list[tuple[str | None, bool, int, int]], own: bool
+) -> None:
+    """The whole decision (kube's default score with its spreading, the allocator's steps) on the
+    steps' set-level answers equals the one made on their per-node rules alone."""
+    v = _world(layout)
+    spec = {"topologySpreadConstraints": [_constraint(ZONE)]} if own else None
+    new = to_pod(pod("web-new", namespace="shop", labels={"app": "web"}, spec=spec))
+    fast = decide(new, v, PIPELINE, seed=5)
+    with plain_path():
+        plain = decide(new, v, PIPELINE, seed=5)
+    # every node's result: its reasons and each step's part of its score
+    assert fast.to_dict(detail=True) == plain.to_dict(detail=True)

@@ -204,7 +204,13 @@ class _KubeScore(Tier[Prepared]):
             _resource_scores(view, nodes, prepared, at) if prepared.resources else np.zeros(count, np.int64)
         )
         ignored, raws = _spread(nodes, prepared, ctx, at)
-        spread = [(has, counts, len(np.unique(ids[~ignored]))) for has, ids, counts in raws]
+        # the distinct domains among the candidates (a hostname's are not read: its weight counts
+        # the nodes scored)
+        constraints = prepared.soft.constraints if prepared.soft is not None else ()
+        spread = [
+            (has, counts, 0 if c.topology_key == HOSTNAME else _distinct(ids[~ignored]))
+            for (has, ids, counts), c in zip(raws, constraints, strict=True)
+        ]
         totals = _totals(
             taints=taints,
             node_affinity=preference,
@@ -417,6 +423,12 @@ def _spread(
             counts = nodes.table(constraint.topology_key, prepared.domains[i])[ids]
         out.append((ids >= 0, ids, counts))
     return ignored, out
+
+
+def _distinct(ids: np.ndarray) -> int:
+    """How many distinct values `ids` (label value ids, -1 for none) holds: one bincount, where
+    np.unique sorts them."""
+    return int(np.count_nonzero(np.bincount(ids + 1))) if len(ids) else 0
 
 
 def _round(values: np.ndarray) -> np.ndarray:
