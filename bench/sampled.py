@@ -1,6 +1,7 @@
 """A pod with no rule, filtered and bound in process over kube-scheduler's sample: warm, and cold.
 
-    python -m bench.sampled [--shape plain|preferred] [--nodes 5000] [--existing 25000] [--pods 600] [--steps]
+    python -m bench.sampled [--shape plain|preferred|service] [--nodes 5000] [--existing 25000]
+                            [--pods 600] [--steps]
 
 On the control plane (`python -m bench --only e2e --e2e-shape plain`) `berth serve`'s filter of such a
 pod costs about 2.2 ms of its thread's CPU at 5000 nodes (500 names a call), where the same call in a
@@ -14,7 +15,9 @@ last-level cache read before each call). The cold figures are within about 10 % 
 plane's (bench/RESULTS.md), so they are what a change to the plain shape should move, in a minute
 instead of ten. With --steps, the cold filter's time by step of the chain. `--shape preferred` gives
 every pod, running and new, scheduler_perf's preferred pod anti-affinity to its group (the e2e
-benchmark's preferred shape, run there at 5000 nodes with 5000 running pods).
+benchmark's preferred shape, run there at 5000 nodes with 5000 running pods). `--shape service` is
+the plain shape with each group behind a Service, as a Deployment's replicas usually are: kube's
+system default spreading then applies to every pod.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from bench.e2e import NODE_RESOURCES, SCALE_GROUPS, _existing, _pod
+from bench.e2e import GROUP_LABEL, NODE_RESOURCES, SCALE_GROUPS, _existing, _pod
 from bench.stats import latency, table
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.model import Pod
@@ -52,15 +55,18 @@ PROFILE = "berth-scheduler"
 # Read before each cold call: more than any last-level cache this runs on is likely to hold.
 EVICT_BYTES = 96 << 20
 # bench.e2e's shapes whose every node is feasible, and the rule their pods carry.
-SHAPES = {"plain": "none", "preferred": "preferred-anti-affinity"}
+SHAPES = {"plain": "none", "preferred": "preferred-anti-affinity", "service": "none"}
+# Shapes whose groups each stand behind a Service (a Deployment's replicas usually do): kube's system
+# default spreading, by hostname and zone over the Service's selector, then applies to every pod.
+BEHIND_SERVICES = {"service"}
 HEADERS = ["shape", "nodes", "running", "names a call", "pods", "verb", "warm p50 ms", "warm p99 ms"]
 HEADERS += ["cold p50 ms", "cold p99 ms", "cold / warm p50"]
 STEP_HEADERS = ["step", "cold us a filter (mean)", "share"]
 
 
-def world(nodes: int, existing: int, rule: str = "none") -> ClusterView:
+def world(nodes: int, existing: int, rule: str = "none", services: bool = False) -> ClusterView:
     """bench.e2e's world: nodes of 32 CPUs and 128 GiB, `existing` running pods in groups, each with
-    `rule` toward its group."""
+    `rule` toward its group; with `services`, a Service selecting each group."""
     resources = NODE_RESOURCES
     states = []
     for i in range(nodes):
@@ -75,7 +81,13 @@ def world(nodes: int, existing: int, rule: str = "none") -> ClusterView:
         body["metadata"]["uid"] = f"running-{i:08d}"
         body["status"] = {"phase": "Running"}
         pods.append(pod_from_k8s(body))
-    return ClusterView(states, pods)
+    view = ClusterView(states, pods)
+    if services:
+        for group in range(SCALE_GROUPS):
+            selector = {GROUP_LABEL: f"g{group}"}
+            meta = {"name": f"g{group}", "namespace": NAMESPACE}
+            view.upsert_workload({"kind": "Service", "metadata": meta, "spec": {"selector": selector}})
+    return view
 
 
 def kube_order(view: ClusterView, seed: int = 7) -> list[str]:
@@ -103,7 +115,7 @@ def run(
 ) -> tuple[list[list[Any]], Counter[str], list[int]]:
     """The table's rows, the cold filters' time by step, and each cold filter's nanoseconds."""
     rule = SHAPES[shape]
-    view = world(nodes, existing, rule)
+    view = world(nodes, existing, rule, services=shape in BEHIND_SERVICES)
     order = kube_order(view)
     sample = feasible_nodes_to_find(0, nodes)
     placer = Placer(

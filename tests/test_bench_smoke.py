@@ -208,7 +208,7 @@ def test_the_mend_benchmark_finds_a_burst_where_each_mend_answers(tmp_path):
         assert max(float(r["mended answers per burst"]) for r in rows if r["step"] == step) > 0, step
 
 
-@pytest.mark.parametrize("shape", ["plain", "preferred"])
+@pytest.mark.parametrize("shape", ["plain", "preferred", "service"])
 def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the_filter_spends(
     tmp_path, shape
 ):
