@@ -494,3 +494,51 @@ def test_the_pods_berth_refused_are_retried_once_a_pod_of_their_namespace_left_i
     assert retried == []
     asyncio.run(leave("default/batch"))
     assert retried == [("web", "pod batch left node n1")]
+
+
+def test_the_node_kube_made_room_on_is_accepted_before_the_watch_shows_the_victims_gone():
+    """kube-scheduler deletes the victims berth named and nominates the pod; its cache may show them
+    gone before berth's watch does. Its next attempt asks berth about the nominated node: berth counts
+    those victims as gone there (it would otherwise refuse the node, and kube would preempt again on
+    another), and answers no second preemption."""
+    v = view(*_three_nodes())
+    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
+    client = TestClient(create_app(placer))
+    body = {
+        "Pod": HIGH,
+        "NodeNameToMetaVictims": {
+            "n1": {"Pods": [{"UID": "uid-plain-n1-a"}], "NumPDBViolations": 0},
+            "n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0},
+        },
+    }
+    first = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
+    assert first["n2"]["Pods"] == [{"UID": "uid-batch-n2-a"}]
+    # kube's own filters pass n2 once its cache shows the victim gone (n0 and n1 stay full)
+    names = {"NodeNames": ["n2"]}
+    # Not nominated: the view holds batch-n2-a, which the pod's rule refuses to share a node with.
+    assert client.post("/filter", json={"Pod": HIGH, **names}).json()["NodeNames"] == []
+    # kube chose n2: the view still holds batch-n2-a (the watch is behind), the decision does not.
+    nominated = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n2"}}
+    assert client.post("/filter", json={"Pod": nominated, **names}).json()["NodeNames"] == ["n2"]
+    assert v.pod("default/batch-n2-a") is not None  # only the decision left it out
+    assert not client.post("/preempt", json={**body, "Pod": nominated}).json()["NodeNameToMetaVictims"]
+
+
+def test_victims_count_as_gone_only_on_the_nominated_node_and_only_for_a_while(monkeypatch):
+    from berth.extender import placer as placer_module
+
+    v = view(*_three_nodes())
+    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
+    client = TestClient(create_app(placer))
+    body = {
+        "Pod": HIGH,
+        "NodeNameToMetaVictims": {"n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0}},
+    }
+    client.post("/preempt", json=body)
+    names = {"NodeNames": ["n2"]}
+    elsewhere = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n1"}}
+    assert client.post("/filter", json={"Pod": elsewhere, **names}).json()["NodeNames"] == []
+    later = placer_module.time.monotonic() + placer_module.SETTLING_SECONDS + 1
+    monkeypatch.setattr(placer_module.time, "monotonic", lambda: later)
+    nominated = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n2"}}
+    assert client.post("/filter", json={"Pod": nominated, **names}).json()["NodeNames"] == []

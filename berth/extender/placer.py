@@ -210,10 +210,32 @@ class Placer:
 
     def _nominations_placed(self, pod: Pod) -> contextlib.AbstractContextManager:
         """Pods kube-scheduler nominated to a node (it evicted for them there) of equal or higher
-        priority count there as placed: the room a preemption freed is not taken by another pod."""
+        priority count there as placed: the room a preemption freed is not taken by another pod. And
+        the victims berth named for this pod's preemption on the node kube nominated it to count as
+        gone (_victims_going)."""
         view = self.cluster.view
         waiting = nominated_here(view, pod, view.nominated_nodes()) if view.nominated_nodes() else []
-        return overlay(view, place=waiting) if waiting else contextlib.nullcontext()
+        going = self._victims_going(pod) if self._preempted else []
+        return overlay(view, remove=going, place=waiting) if waiting or going else contextlib.nullcontext()
+
+    def _victims_going(self, pod: Pod) -> list[Pod]:
+        """The victims of berth's last preemption answer for the pod on the node kube-scheduler then
+        nominated it to, within SETTLING_SECONDS, that the view still holds there. kube-scheduler
+        deletes them once it has the answer, and its cache may show them gone before berth's watch
+        does: held in the decision, they would have berth refuse the node kube made room on, and kube
+        preempt again on another (its guard against that looks for victims still terminating)."""
+        node = pod.nominated_node
+        last = self._preempted.get(pod.uid or pod.key) if node else None
+        if last is None or node not in last.nodes or time.monotonic() - last.at > SETTLING_SECONDS:
+            return []
+        view = self.cluster.view
+        return [
+            held
+            for victim in last.nodes[node][0].pods
+            if (held := view.pod(victim.key)) is not None
+            and held.uid == victim.uid
+            and held.node_name == node
+        ]
 
     def _decide(self, pod: Pod, names: list[str] | Found) -> tuple[Remembered, Decision]:
         view = self.cluster.view
@@ -558,7 +580,7 @@ class Placer:
             return wire.ExtenderPreemptionResult()  # no node: preemption does not go ahead
         pod = pod_from_k8s(args.pod, memo=True)
         key = pod.uid or pod.key
-        under_way = self._room_being_made(key)
+        under_way = self._room_being_made(key, pod.nominated_node)
         if under_way is not None:
             # kube-scheduler's own guard (PodEligibleToPreemptOthers: a terminating victim on the
             # nominated node) misses this when the nomination or the victims' end has not reached its
@@ -644,13 +666,15 @@ class Placer:
             except Exception as exc:  # the pod waits for kube-scheduler's own flush
                 log.info("retry of %s not written: %s", pod.key, exc)
 
-    def _room_being_made(self, key: str) -> str | None:
-        """The node of berth's last preemption answer for the pod where every victim is now deleting
-        or gone, within SETTLING_SECONDS of it: kube-scheduler preempted there, and the room is being
-        made."""
+    def _room_being_made(self, key: str, nominated: str = "") -> str | None:
+        """The node of berth's last preemption answer for the pod that kube-scheduler nominated it to
+        (`nominated`, as the pod says), or where every victim is now deleting or gone, within
+        SETTLING_SECONDS of it: kube-scheduler preempted there, and the room is being made."""
         last = self._preempted.get(key)
         if last is None or time.monotonic() - last.at > SETTLING_SECONDS:
             return None
+        if nominated and nominated in last.nodes:
+            return nominated
         view = self.cluster.view
         for node, (victims, _) in last.nodes.items():
             if all((p := view.pod(v.key)) is None or p.uid != v.uid or p.deleting for v in victims.pods):
