@@ -361,6 +361,10 @@ class ClusterView:
         # namespace -> label selector -> node -> placed pods of the namespace it matches (kube's
         # spreading and pod affinity count through these; each is kept up to date once asked for)
         self._selected: dict[str, dict[Selector, Counter]] = {}
+        # namespace -> those selectors by their first label pair, and those without labels: a pod
+        # placed or removed is tested only against the selectors it may match (each selector needs
+        # its first pair), not against every one kept (made when needed, dropped when one comes or goes)
+        self._selected_index: dict[str, tuple[dict[tuple[str, str], list[Selector]], list[Selector]]] = {}
         # The same counts by slot, for those asked for so (selected_slots, affinity_slots): key ->
         # (the counts, the slots they are laid out by, the array), kept up to date with the counts.
         self._selected_arrays: dict[tuple[str, Selector], SlotCounts] = {}
@@ -545,6 +549,7 @@ class ClusterView:
         if len(per_ns) >= SELECTORS_KEPT:
             del per_ns[next(iter(per_ns))]
         counts = per_ns[selector] = Counter()
+        self._selected_index.pop(namespace, None)
         for pod in self._by_namespace.get(namespace, {}).values():
             if pod.node_name in self._nodes and not pod.deleting and selector.matches(pod.labels):
                 counts[pod.node_name] += 1
@@ -914,8 +919,9 @@ class ClusterView:
         selected = self._selected.get(pod.namespace)
         if selected and not pod.deleting:
             arrays = self._selected_arrays
-            for selector, counts in selected.items():
+            for selector in self._selectors_for(pod, selected):
                 if selector.matches(pod.labels):
+                    counts = selected[selector]
                     count = counts[node] + sign
                     if count > 0:
                         counts[node] = count
@@ -934,6 +940,23 @@ class ClusterView:
                     self._affinity_arrays.get(pod.affinity), self._with_affinity.get(pod.affinity), node, sign
                 )
         self._touch(node)
+
+    def _selectors_for(self, pod: Pod, selected: dict[Selector, Counter]) -> list[Selector]:
+        """The selectors of `selected` (the pod's namespace's) that may match the pod: those whose
+        first label pair it carries, and those without labels."""
+        index = self._selected_index.get(pod.namespace)
+        if index is None:
+            by_pair: dict[tuple[str, str], list[Selector]] = {}
+            rest: list[Selector] = []
+            for selector in selected:
+                if selector.labels:
+                    by_pair.setdefault(selector.labels[0], []).append(selector)
+                else:
+                    rest.append(selector)
+            index = self._selected_index[pod.namespace] = (by_pair, rest)
+        by_pair, rest = index
+        found = [s for pair in pod.labels.items() for s in by_pair.get(pair, ())] if by_pair else []
+        return found + rest if rest else found
 
     def _count_domains(self, pod: Pod, node: str, sign: int) -> None:
         for key, (tags, apps) in self._domain_counts.items():
