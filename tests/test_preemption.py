@@ -432,6 +432,20 @@ def test_simulate_says_where_preemption_would_place_a_pod_nothing_fits_and_exits
     assert "WouldPreempt" not in capsys.readouterr().out
 
 
+def _asked_to_preempt(kube_victims: dict[str, str]) -> tuple[Any, TestClient, dict[str, Any]]:
+    """The three nodes, a placer over them, and kube-scheduler's preempt call for HIGH with one
+    victim (its uid) per node."""
+    v = view(*_three_nodes())
+    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
+    body = {
+        "Pod": HIGH,
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid}], "NumPDBViolations": 0} for node, uid in kube_victims.items()
+        },
+    }
+    return v, TestClient(create_app(placer)), body
+
+
 def test_no_second_preemption_while_the_victims_of_the_first_are_going(monkeypatch):
     """kube-scheduler v1.38 may ask again before the nomination or the victims' end reaches its cache;
     a second answer would evict on another node too."""
@@ -439,16 +453,7 @@ def test_no_second_preemption_while_the_victims_of_the_first_are_going(monkeypat
 
     from berth.extender import placer as placer_module
 
-    v = view(*_three_nodes())
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
-    client = TestClient(create_app(placer))
-    body = {
-        "Pod": HIGH,
-        "NodeNameToMetaVictims": {
-            "n0": {"Pods": [{"UID": "uid-batch-n0-a"}], "NumPDBViolations": 0},
-            "n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0},
-        },
-    }
+    v, client, body = _asked_to_preempt({"n0": "uid-batch-n0-a", "n2": "uid-filler-n2"})
     first = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
     assert first["n2"]["Pods"] == [{"UID": "uid-batch-n2-a"}]
     # kube evicted on n2: the victim is going
@@ -501,16 +506,7 @@ def test_the_node_kube_made_room_on_is_accepted_before_the_watch_shows_the_victi
     gone before berth's watch does. Its next attempt asks berth about the nominated node: berth counts
     those victims as gone there (it would otherwise refuse the node, and kube would preempt again on
     another), and answers no second preemption."""
-    v = view(*_three_nodes())
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
-    client = TestClient(create_app(placer))
-    body = {
-        "Pod": HIGH,
-        "NodeNameToMetaVictims": {
-            "n1": {"Pods": [{"UID": "uid-plain-n1-a"}], "NumPDBViolations": 0},
-            "n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0},
-        },
-    }
+    v, client, body = _asked_to_preempt({"n1": "uid-plain-n1-a", "n2": "uid-filler-n2"})
     first = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
     assert first["n2"]["Pods"] == [{"UID": "uid-batch-n2-a"}]
     # kube's own filters pass n2 once its cache shows the victim gone (n0 and n1 stay full)
@@ -527,13 +523,7 @@ def test_the_node_kube_made_room_on_is_accepted_before_the_watch_shows_the_victi
 def test_victims_count_as_gone_only_on_the_nominated_node_and_only_for_a_while(monkeypatch):
     from berth.extender import placer as placer_module
 
-    v = view(*_three_nodes())
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
-    client = TestClient(create_app(placer))
-    body = {
-        "Pod": HIGH,
-        "NodeNameToMetaVictims": {"n2": {"Pods": [{"UID": "uid-filler-n2"}], "NumPDBViolations": 0}},
-    }
+    _, client, body = _asked_to_preempt({"n2": "uid-filler-n2"})
     client.post("/preempt", json=body)
     names = {"NodeNames": ["n2"]}
     elsewhere = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n1"}}
