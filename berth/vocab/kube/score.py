@@ -500,7 +500,7 @@ class _Nodes:
         self._ids: dict[str, dict[str, int]] = {}  # label key -> value -> id
         self._allocatable: dict[str, np.ndarray] = {}
         self._with_label: dict[str, np.ndarray] = {}  # label key -> slots of the nodes with it
-        self._with_label_mask: dict[str, np.ndarray] = {}  # label key -> by slot: the node has it
+        self._with_label_mask: dict[tuple[str, ...], np.ndarray] = {}  # label keys -> by slot: has them all
 
     @classmethod
     def of(cls, view: ClusterView) -> _Nodes:
@@ -539,8 +539,8 @@ class _Nodes:
         the nodes whose value is ""), over the nodes that have every label of `required`, for the
         values whose sum is not 0 (spread.ByDomain)."""
         ids, names = self.label(key)
-        for other in dict.fromkeys(required):
-            by_slot = by_slot * self._has_label(other)
+        if required:
+            by_slot = by_slot * self._has_labels(required)
         sums = np.bincount(ids + 1, weights=by_slot, minlength=len(names) + 1)  # bin 0: no label
         out: dict[str, int] = {}
         for i in np.flatnonzero(sums).tolist():
@@ -578,16 +578,23 @@ class _Nodes:
 
     def _has_label(self, key: str) -> np.ndarray:
         """By slot: the node has label `key`."""
-        found = self._with_label_mask.get(key)
+        return self._has_labels((key,))
+
+    def _has_labels(self, keys: tuple[str, ...]) -> np.ndarray:
+        """By slot: the node has every label of `keys` (kept until a node changes, as all here)."""
+        found = self._with_label_mask.get(keys)
         if found is None:
-            found = self._with_label_mask[key] = self.label(key)[0] >= 0
+            found = self.label(keys[0])[0] >= 0
+            for key in keys[1:]:
+                found = found & (self.label(key)[0] >= 0)
+            self._with_label_mask[keys] = found
         return found
 
     def _labelled(self, key: str) -> np.ndarray:
         """The slots of the nodes with label `key`."""
         found = self._with_label.get(key)
         if found is None:
-            found = self._with_label[key] = np.flatnonzero(self.label(key)[0] >= 0)
+            found = self._with_label[key] = np.flatnonzero(self._has_label(key))
         return found
 
     def allocatable(self, resource: str) -> np.ndarray:
