@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -247,3 +248,40 @@ def test_a_reader_far_behind_pauses_the_stream_and_loses_nothing(monkeypatch):
     seen = asyncio.run(scenario())
     assert names(seen) == [f"p{i}" for i in range(300)]
     assert paused
+
+
+def test_a_call_arriving_while_a_long_read_is_applied_is_taken_within_a_few_events():
+    """A read that brought many events does not hold the event loop until all are applied: a call
+    from kube-scheduler waiting meanwhile (here a callback scheduled at the first event) is taken
+    after a few of them, not after the whole read."""
+
+    async def script(writer: asyncio.StreamWriter) -> None:
+        writer.write(STREAM_HEAD)
+        writer.write(chunk(b"".join(event("ADDED", f"p{i}", 100 + i) for i in range(200))))
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def scenario() -> tuple[int, int]:
+        applied, taken_at = 0, -1
+
+        def call() -> None:
+            nonlocal taken_at
+            taken_at = applied
+
+        async with raw_server(script) as (_, client), asyncio.timeout(20):
+            async for e in client.watch("/api/v1/pods", {}):
+                if e["type"] == OPENED:
+                    continue
+                if applied == 0:
+                    asyncio.get_running_loop().call_soon(call)
+                began = time.perf_counter()
+                while time.perf_counter() - began < 0.0001:  # applied to the view: no await
+                    pass
+                applied += 1
+        return applied, taken_at
+
+    applied, taken_at = asyncio.run(scenario())
+    assert applied == 200
+    assert 0 < taken_at <= 10
