@@ -532,3 +532,28 @@ def _plain_pod(name: str) -> dict[str, Any]:
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
         },
     }
+
+
+def test_a_placements_summary_worked_out_after_the_cluster_moved_is_the_one_worked_out_at_once():
+    """The extender answers with the chosen node first and has the summary and the placement's words
+    worked out after the answer is sent (Decision.summary), when the pod already counts on its node
+    and others may have landed: they say what they would have said at once."""
+    pipeline = build_pipeline(None, offline=False)
+    objects = CLUSTER["items"]
+    nodes = [node_from_k8s(o) for o in objects if o["kind"] == "Node"]
+    running = [pod_from_k8s(o) for o in objects if o["kind"] == "Pod"]
+    for i, template in enumerate(running[:40:4]):
+        new = msgspec.structs.replace(template, name=f"{template.name}-new", uid=f"new-{i}", node_name="")
+        at_once = decide(new, ClusterView(nodes, running), pipeline, seed=i)
+        summary, events = at_once.summary, at_once.events
+        later_view = ClusterView(nodes, running)
+        later = decide(new, later_view, pipeline, seed=i)
+        assert later.chosen == at_once.chosen and later._rest is not None and later._rest.done is None
+        later_view.add_pod(msgspec.structs.replace(new, node_name=later.chosen))
+        for k, other in enumerate(later_view.node_names()[::7]):
+            later_view.add_pod(
+                msgspec.structs.replace(template, name=f"landed-{i}-{k}", uid=f"l-{i}-{k}", node_name=other)
+            )
+        assert later.summary == summary and summary is not None and summary.top
+        assert later.events == events and events[-1].reason == "Placed"
+        assert later.outcome().summary == summary

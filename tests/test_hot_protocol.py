@@ -28,10 +28,11 @@ class Server:
         self.bind_gate: asyncio.Event | None = None  # set: binds wait for it
         self.port = 0
         self.uvicorn: uvicorn.Server | None = None
+        self.placer: Placer | None = None
 
 
 @contextlib.asynccontextmanager
-async def hot_server() -> AsyncIterator[Server]:
+async def hot_server(*objects: dict[str, Any]) -> AsyncIterator[Server]:
     server = Server()
 
     async def binder(p, n, annotations):
@@ -43,7 +44,7 @@ async def hot_server() -> AsyncIterator[Server]:
         return None
 
     placer = Placer(
-        SnapshotCluster(view(node("n1"), node("n2"), pod("web-0", uid="u-0"))),
+        SnapshotCluster(view(*(objects or (node("n1"), node("n2"), pod("web-0", uid="u-0"))))),
         online=default_pipeline(offline=False),
         offline=default_pipeline(offline=True),
         binder=binder,
@@ -56,6 +57,7 @@ async def hot_server() -> AsyncIterator[Server]:
             server.asgi_calls.append(scope["path"])
         await app(scope, receive, send)
 
+    server.placer = placer
     config = uvicorn.Config(
         counted,
         host="127.0.0.1",
@@ -200,3 +202,40 @@ def test_a_graceful_shutdown_waits_for_a_bind_being_answered():
     server, answer, rest = asyncio.run(scenario())
     assert answer[0] == 200 and server.bound == [("default/web-0", "n1")]
     assert answer[1]["connection"] == "close" and rest == b""
+
+
+def test_a_filters_answer_is_sent_before_its_bookkeeping_and_the_next_call_sees_the_node_taken(monkeypatch):
+    """kube-scheduler's cycle waits for the answer, not for berth counting the node taken: the answer
+    is written first. The next call is still decided with the first pod on its node: two pods that
+    each fill a node go to different nodes."""
+    order: list[str] = []
+    respond = HotProtocol._respond
+
+    def written(self, answering, status, answer):
+        order.append(f"answer {json.loads(answer).get('NodeNames')}")
+        respond(self, answering, status, answer)
+
+    monkeypatch.setattr(HotProtocol, "_respond", written)
+    full = [node("n1", cpu="1"), node("n2", cpu="1")]
+    new = [pod(name, uid=f"u-{name}", cpu="1", phase="Pending") for name in ("a-0", "b-0")]
+
+    async def scenario():
+        async with hot_server(*full) as server:
+            reserve = server.placer.cluster.reserve
+
+            def counted(p, n):
+                order.append(f"taken {p.name} {n}")
+                reserve(p, n)
+
+            server.placer.cluster.reserve = counted
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            answers = []
+            for p in new:  # one after the other on one connection, as kube-scheduler asks
+                writer.write(request("POST", "/filter", {"Pod": p, "Nodes": None, "NodeNames": ["n1", "n2"]}))
+                answers.append(json.loads((await response(reader))[2])["NodeNames"])
+            writer.close()
+            return answers
+
+    first, second = asyncio.run(scenario())
+    assert len(first) == 1 and len(second) == 1 and first != second
+    assert order == [f"answer {first}", f"taken a-0 {first[0]}", f"answer {second}", f"taken b-0 {second[0]}"]

@@ -16,7 +16,7 @@ from berth.cluster.model import Pod
 from berth.cluster.names import Found
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, Or, Pipe, describe, flatten, run
-from berth.engine.decision import Decision, PlacementSummary
+from berth.engine.decision import Decision, PlacementSummary, Rest
 from berth.engine.draws import Seeded
 from berth.engine.ledger import Candidates, Ledger, StepRun
 from berth.engine.slots import Picked, is_known, known, slots_of
@@ -187,8 +187,23 @@ def _decide(
     if had_no_choice:
         summary = PlacementSummary(score=best, margin=None, top=((chosen, best),), feasible=feasible)
         events.append(no_choice(chosen, len(names)))
-    else:
-        events.extend(step_events(pipeline.with_events, ledger.runs, ctx))
+        return Decision(
+            pod=pod.key,
+            chosen=chosen,
+            error=None,
+            events=tuple(events),
+            chain=chain_names,
+            seed=seed,
+            had_no_choice=had_no_choice,
+            ledger=ledger,
+            summary=summary,
+        )
+
+    events.extend(step_events(pipeline.with_events, ledger.runs, ctx))
+
+    def rest() -> tuple[PlacementSummary, tuple[Event, ...]]:
+        # The runners-up and the words of the placement, read from this decision's own totals and
+        # ledger only: the same whenever they are worked out (Decision.summary).
         ranked = _ranked(finalists, totals, tied, best, TOP_CANDIDATES + 1)
         runner_up = next(((n, s) for n, s in ranked if n != chosen), None)
         summary = PlacementSummary(
@@ -198,7 +213,8 @@ def _decide(
             feasible=feasible,
             set_aside=ledger.set_aside(),
         )
-        events.extend(placed(chosen, summary, len(finalists), runner_up and runner_up[0], len(tied), seed))
+        words = placed(chosen, summary, len(finalists), runner_up and runner_up[0], len(tied), seed)
+        return summary, tuple(words)
 
     return Decision(
         pod=pod.key,
@@ -209,7 +225,7 @@ def _decide(
         seed=seed,
         had_no_choice=had_no_choice,
         ledger=ledger,
-        summary=summary,
+        rest=Rest(feasible, rest),
     )
 
 

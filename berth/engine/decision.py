@@ -3,11 +3,15 @@
 A Decision about 5000 nodes is mostly read in part: the extender wants the candidates, the reasons
 of the others and the scores, never 5000 result objects. So the engine hands the Decision its
 ledger (berth.engine.ledger) and the per-node results and step traces are built from it the first
-time someone reads `nodes` or `steps`; what they hold is the same either way.
+time someone reads `nodes` or `steps`; what they hold is the same either way. The same goes for the
+placement's summary and its last events (the runners-up ranked, the words of the placement): the
+extender answers kube-scheduler with the chosen node first and has them worked out after the answer
+is sent (berth.extender.placer, `Placer.settle`), out of kube-scheduler's scheduling cycle.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +34,25 @@ class PlacementSummary:
     set_aside: tuple[tuple[str, int], ...] = ()
 
 
+class Rest:
+    """The part of a placed decision worked out when first read: its summary and its last events
+    (`work` reads only what the decision itself holds, never the cluster view, so it gives the same
+    whenever it runs). Shared with the decision's `outcome()`, so it is worked out once."""
+
+    __slots__ = ("done", "feasible", "work")
+
+    def __init__(self, feasible: int, work: Callable[[], tuple[PlacementSummary, tuple[Event, ...]]]) -> None:
+        self.feasible = feasible
+        self.work: Callable[[], tuple[PlacementSummary, tuple[Event, ...]]] | None = work
+        self.done: tuple[PlacementSummary, tuple[Event, ...]] | None = None
+
+    def get(self) -> tuple[PlacementSummary, tuple[Event, ...]]:
+        if self.done is None:
+            assert self.work is not None
+            self.done, self.work = self.work(), None  # the work's closure (and the ledger it holds) goes
+        return self.done
+
+
 class Decision:
     """The engine's one answer for one pod (docs/engine.md).
 
@@ -39,17 +62,18 @@ class Decision:
     """
 
     __slots__ = (
+        "_events",
         "_ledger",
         "_nodes",
+        "_rest",
         "_steps",
+        "_summary",
         "chain",
         "chosen",
         "error",
-        "events",
         "had_no_choice",
         "pod",
         "seed",
-        "summary",
     )
 
     def __init__(
@@ -63,18 +87,57 @@ class Decision:
         seed: int = 0,
         had_no_choice: bool = False,
         summary: PlacementSummary | None = None,
+        rest: Rest | None = None,
     ) -> None:
-        self.summary = summary
+        self._summary = summary
+        self._rest = rest  # the summary and the events after `events` (Rest), worked out when read
         self.pod = pod
         self.chosen = chosen
         self.error = error
-        self.events = events
+        self._events = events
         self.chain = chain
         self.seed = seed
         self.had_no_choice = had_no_choice
         self._ledger = ledger
         self._nodes: tuple[NodeResult, ...] | None = None
         self._steps: tuple[StepTrace, ...] | None = None
+
+    @property
+    def summary(self) -> PlacementSummary | None:
+        if self._rest is not None:
+            return self._rest.get()[0]
+        return self._summary
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        if self._rest is not None:
+            return self._events + self._rest.get()[1]
+        return self._events
+
+    @events.setter
+    def events(self, events: tuple[Event, ...]) -> None:
+        if self._rest is not None:  # the summary stays; the events are the ones given
+            self._summary, self._rest = self._rest.get()[0], None
+        self._events = events
+
+    @property
+    def early_events(self) -> tuple[Event, ...]:
+        """The events known as soon as the decision is made: every warning is among them (those
+        worked out with the summary only say where the pod was placed)."""
+        return self._events
+
+    @property
+    def feasible(self) -> int:
+        """How many of the nodes asked about are feasible (0 without a placement), without working
+        out the summary."""
+        if self._rest is not None:
+            return self._rest.feasible
+        return self._summary.feasible if self._summary is not None else 0
+
+    def settle(self) -> None:
+        """Work out the summary and the last events now, if not yet."""
+        if self._rest is not None:
+            self._rest.get()
 
     @property
     def nodes(self) -> tuple[NodeResult, ...]:
@@ -121,11 +184,12 @@ class Decision:
             chosen=self.chosen,
             error=self.error,
             ledger=Ledger.empty(),
-            events=self.events,
+            events=self._events,
             chain=self.chain,
             seed=self.seed,
             had_no_choice=self.had_no_choice,
-            summary=self.summary,
+            summary=self._summary,
+            rest=self._rest,
         )
 
     def _key(self) -> tuple:

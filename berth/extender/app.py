@@ -140,7 +140,21 @@ class Verbs:
         self.metrics = metrics
         self._latency = {verb: metrics.latency.labels(verb) for verb in _decoders}  # the children kept
 
-    async def answer(self, verb: str, body: bytes) -> tuple[int, bytes]:
+    async def answer(
+        self, verb: str, body: bytes, respond: Callable[[int, bytes], None] | None = None
+    ) -> tuple[int, bytes]:
+        """The status and body answering `body`; given `respond`, it is called with them as soon as
+        they are known, and the placer's bookkeeping (Placer.settle) runs after it: kube-scheduler's
+        cycle waits for the answer only."""
+        try:
+            status, answer = await self._answer(verb, body)
+            if respond is not None:
+                respond(status, answer)
+        finally:
+            self.placer.settle()
+        return status, answer
+
+    async def _answer(self, verb: str, body: bytes) -> tuple[int, bytes]:
         start = time.perf_counter()
         try:
             placer = self.placer
@@ -152,7 +166,7 @@ class Verbs:
                 self.metrics.errors.labels(verb).inc()
                 return 400, orjson.dumps({"error": f"{verb}: {_why(verb, body, exc)}"})
             if verb == "filter":
-                return 200, wire.ENCODER.encode(await placer.filter(args, asked))
+                return 200, wire.ENCODER.encode(await placer.filter(args, asked, settled=False))
             if verb == "prioritize":
                 return 200, wire.ENCODER.encode(await placer.prioritize(args))
             if verb == "bind":

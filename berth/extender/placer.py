@@ -18,6 +18,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import msgspec
@@ -165,6 +166,7 @@ class Placer:
         self.retry = retry
         self._refused_pods: dict[str, dict[str, tuple[Pod, float]]] = {}
         self._background: set[asyncio.Task] = set()  # work under way in the background
+        self._after: list[Callable[[], None]] = []  # what settle() does once the answer is sent
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, pod: Pod, decision: Decision) -> Remembered:
@@ -179,6 +181,23 @@ class Placer:
 
     def _recall(self, uid: str, key: str) -> Remembered | None:
         return self._decisions.get(uid or key)
+
+    def _placed(self, pod: Pod, remembered: Remembered, decision: Decision) -> None:
+        assert decision.chosen is not None
+        self.cluster.reserve(pod, decision.chosen)
+        self._stamp(remembered, decision.chosen)
+        decision.settle()  # its ledger goes with the work that read it
+
+    def settle(self) -> None:
+        """The bookkeeping the last answer left for after it was sent (the node a filter chose
+        counted taken); done before any other call or event is taken, since nothing awaits between
+        the answer and this."""
+        after, self._after = self._after, []
+        for work in after:
+            try:
+                work()
+            except Exception:  # the answer is sent: a failure here is a bug to see, not the call's
+                log.exception("bookkeeping after an answer failed")
 
     def _stamp(self, remembered: Remembered, node: str) -> None:
         view = self.cluster.view
@@ -249,7 +268,7 @@ class Placer:
 
     async def _warn_once(self, pod: Pod, decision: Decision) -> None:
         refusals = ("FailedPlacement", "InvalidPlacementSpec")  # recorded by _refused, rate-limited
-        warnings = [e for e in decision.events if e.type == "Warning" and e.reason not in refusals]
+        warnings = [e for e in decision.early_events if e.type == "Warning" and e.reason not in refusals]
         key = pod.uid or pod.key
         if warnings and key not in self._warned:
             self._warned.add(key)
@@ -337,7 +356,21 @@ class Placer:
         return names
 
     async def filter(
-        self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs, asked: list[str] | Found | None = None
+        self,
+        args: wire.ExtenderFilterArgs | wire.ExtenderArgs,
+        asked: list[str] | Found | None = None,
+        *,
+        settled: bool = True,
+    ) -> wire.ExtenderFilterResult:
+        """The filter verb; `settled=False` leaves the bookkeeping of a placement to the caller's
+        settle() once the answer is sent."""
+        answer = await self._filter(args, asked)
+        if settled:
+            self.settle()
+        return answer
+
+    async def _filter(
+        self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs, asked: list[str] | Found | None
     ) -> wire.ExtenderFilterResult:
         if not self.cluster.ready():
             # Fail closed: a view that may be missing placements must not place pods. The scheduler
@@ -390,8 +423,9 @@ class Placer:
             await self._tell_preemption(pod, decision.chosen)
         if decision.chosen is not None:
             # Decided: the one node, no failure map. The scheduler skips scoring with one node left.
-            self.cluster.reserve(pod, decision.chosen)
-            self._stamp(remembered, decision.chosen)
+            # The node is counted taken (and the summary worked out) once the answer is on its way:
+            # kube-scheduler's cycle waits for the answer, not for berth's bookkeeping (settle).
+            self._after.append(partial(self._placed, pod, remembered, decision))
             return wire.ExtenderFilterResult(node_names=[decision.chosen])
         # Nothing fits: the reasons per node, for the scheduler's "0/N nodes are available" message
         # and for preemption (nodes in FailedAndUnresolvableNodes are never preempted on).
@@ -415,7 +449,7 @@ class Placer:
         view = self.cluster.view
         if percentage is None or not sampled(len(asked), len(view), percentage):
             return None
-        feasible = decision.summary.feasible if decision.summary is not None else 0
+        feasible = decision.feasible
         if not thin(feasible, len(asked)):
             self.observe_sample("decided")
             return None

@@ -93,13 +93,20 @@ class HotProtocol(HttpToolsProtocol):
         task.add_done_callback(self.tasks.discard)
 
     async def _answer(self, answering: _Answering, verb: str, body: bytes) -> None:
+        responded = False
+
+        def respond(status: int, answer: bytes) -> None:
+            nonlocal responded
+            responded = True
+            self._respond(answering, status, answer)
+
         try:
-            status, answer = await self.verbs.answer(verb, body)
+            await self.verbs.answer(verb, body, respond)
         except BaseException:
-            answering.response_complete = True
-            self.transport.close()
+            if not responded:
+                answering.response_complete = True
+                self.transport.close()
             raise
-        self._respond(answering, status, answer)
 
     def _respond(self, answering: _Answering, status: int, answer: bytes) -> None:
         answering.response_complete = True
