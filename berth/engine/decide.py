@@ -184,37 +184,30 @@ def _decide(
     chosen = tied[0] if len(tied) == 1 else ctx.rng.choice(tied)
     had_no_choice = feasible == 1
 
+    summary: PlacementSummary | None = None
+    rest: Rest | None = None
     if had_no_choice:
         summary = PlacementSummary(score=best, margin=None, top=((chosen, best),), feasible=feasible)
         events.append(no_choice(chosen, len(names)))
-        return Decision(
-            pod=pod.key,
-            chosen=chosen,
-            error=None,
-            events=tuple(events),
-            chain=chain_names,
-            seed=seed,
-            had_no_choice=had_no_choice,
-            ledger=ledger,
-            summary=summary,
-        )
+    else:
+        events.extend(step_events(pipeline.with_events, ledger.runs, ctx))
 
-    events.extend(step_events(pipeline.with_events, ledger.runs, ctx))
+        def work() -> tuple[PlacementSummary, tuple[Event, ...]]:
+            # The runners-up and the words of the placement, read from this decision's own totals and
+            # ledger only: the same whenever they are worked out (Decision.summary).
+            ranked = _ranked(finalists, totals, tied, best, TOP_CANDIDATES + 1)
+            runner_up = next(((n, s) for n, s in ranked if n != chosen), None)
+            summary = PlacementSummary(
+                score=best,
+                margin=best - runner_up[1] if runner_up else None,
+                top=tuple(ranked[:TOP_CANDIDATES]),
+                feasible=feasible,
+                set_aside=ledger.set_aside(),
+            )
+            words = placed(chosen, summary, len(finalists), runner_up and runner_up[0], len(tied), seed)
+            return summary, tuple(words)
 
-    def rest() -> tuple[PlacementSummary, tuple[Event, ...]]:
-        # The runners-up and the words of the placement, read from this decision's own totals and
-        # ledger only: the same whenever they are worked out (Decision.summary).
-        ranked = _ranked(finalists, totals, tied, best, TOP_CANDIDATES + 1)
-        runner_up = next(((n, s) for n, s in ranked if n != chosen), None)
-        summary = PlacementSummary(
-            score=best,
-            margin=best - runner_up[1] if runner_up else None,
-            top=tuple(ranked[:TOP_CANDIDATES]),
-            feasible=feasible,
-            set_aside=ledger.set_aside(),
-        )
-        words = placed(chosen, summary, len(finalists), runner_up and runner_up[0], len(tied), seed)
-        return summary, tuple(words)
+        rest = Rest(feasible, work)
 
     return Decision(
         pod=pod.key,
@@ -225,7 +218,8 @@ def _decide(
         seed=seed,
         had_no_choice=had_no_choice,
         ledger=ledger,
-        rest=Rest(feasible, rest),
+        summary=summary,
+        rest=rest,
     )
 
 
