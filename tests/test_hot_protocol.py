@@ -239,3 +239,31 @@ def test_a_filters_answer_is_sent_before_its_bookkeeping_and_the_next_call_sees_
     first, second = asyncio.run(scenario())
     assert len(first) == 1 and len(second) == 1 and first != second
     assert order == [f"answer {first}", f"taken a-0 {first[0]}", f"answer {second}", f"taken b-0 {second[0]}"]
+
+
+def test_every_decision_kept_for_bind_has_its_summary_worked_out_once_the_call_is_answered():
+    """A kept decision whose summary is still to be worked out holds the decision's whole ledger:
+    once a filter or prioritize call is answered, none is left so, on any path."""
+
+    async def recorder(p, evs):
+        return None
+
+    placer = Placer(
+        SnapshotCluster(view(node("n1"), node("n2"))),
+        online=default_pipeline(offline=False),
+        offline=default_pipeline(offline=True),
+        binder=None,
+        recorder=recorder,
+    )
+    verbs = create_app(placer).verbs
+    answered = []
+    for i, verb in enumerate(("filter", "prioritize", "filter")):
+        body = {"Pod": pod(f"p-{i}", uid=f"u-{i}", phase="Pending"), "Nodes": None, "NodeNames": ["n1", "n2"]}
+        status, _ = asyncio.run(
+            verbs.answer(verb, json.dumps(body).encode(), lambda s, a: answered.append(s))
+        )
+        kept = placer._recall(f"u-{i}", f"default/p-{i}")
+        assert status == 200 and kept is not None and kept.decision.chosen in ("n1", "n2")
+        assert kept.decision._rest is None or kept.decision._rest.work is None  # worked out, ledger let go
+        assert kept.decision.summary is not None and kept.decision.events[-1].reason == "Placed"
+    assert answered == [200, 200, 200]  # each answer handed to the respond callback

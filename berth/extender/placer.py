@@ -174,6 +174,9 @@ class Placer:
         per-node ledger: thousands of remembered ledgers over thousands of nodes would be gigabytes."""
         key = pod.uid or pod.key
         remembered = self._decisions[key] = Remembered(pod, decision.outcome())
+        # The summary is worked out once the answer is sent, on every path (until then the kept
+        # outcome holds the decision's ledger, which is large).
+        self._after.append(decision.settle)
         self._decisions.move_to_end(key)
         while len(self._decisions) > DECISION_CACHE:
             self._decisions.popitem(last=False)
@@ -186,7 +189,6 @@ class Placer:
         assert decision.chosen is not None
         self.cluster.reserve(pod, decision.chosen)
         self._stamp(remembered, decision.chosen)
-        decision.settle()  # its ledger goes with the work that read it
 
     def settle(self) -> None:
         """The bookkeeping the last answer left for after it was sent (the node a filter chose
