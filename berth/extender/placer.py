@@ -185,10 +185,10 @@ class Placer:
     def _recall(self, uid: str, key: str) -> Remembered | None:
         return self._decisions.get(uid or key)
 
-    def _placed(self, pod: Pod, remembered: Remembered, decision: Decision) -> None:
-        assert decision.chosen is not None
-        self.cluster.reserve(pod, decision.chosen)
-        self._stamp(remembered, decision.chosen)
+    def _placed(self, pod: Pod, remembered: Remembered, node: str) -> None:
+        """The pod counted on the node berth chose for it, and what the decision read stamped."""
+        self.cluster.reserve(pod, node)
+        self._stamp(remembered, node)
 
     def settle(self) -> None:
         """The bookkeeping the last answer left for after it was sent (the node a filter chose
@@ -427,7 +427,7 @@ class Placer:
             # Decided: the one node, no failure map. The scheduler skips scoring with one node left.
             # The node is counted taken (and the summary worked out) once the answer is on its way:
             # kube-scheduler's cycle waits for the answer, not for berth's bookkeeping (settle).
-            self._after.append(partial(self._placed, pod, remembered, decision))
+            self._after.append(partial(self._placed, pod, remembered, decision.chosen))
             return wire.ExtenderFilterResult(node_names=[decision.chosen])
         # Nothing fits: the reasons per node, for the scheduler's "0/N nodes are available" message
         # and for preemption (nodes in FailedAndUnresolvableNodes are never preempted on).
@@ -752,8 +752,7 @@ class Placer:
         remembered, decision = self._decide(pod, names)
         priorities = to_priorities(decision, names)
         if decision.chosen:
-            self.cluster.reserve(pod, decision.chosen)
-            self._stamp(remembered, decision.chosen)
+            self._placed(pod, remembered, decision.chosen)
         return priorities
 
     async def bind(self, args: wire.ExtenderBindingArgs) -> wire.ExtenderBindingResult:
