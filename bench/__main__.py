@@ -133,10 +133,16 @@ def run_scale(
             ratios,
         )
     )
+    against_floor = e2e.floor_ratios(rows)
+    if against_floor:
+        print(
+            table(f"Scale ({shape}): against the extender protocol's floor", e2e.FLOOR_HEADERS, against_floor)
+        )
     results[f"scale-{shape}" if shape != "spread" else "scale"] = {
         "rows": rows,
         "ratios": ratios,
         "versions": versions,
+        **({"floor": against_floor} if against_floor else {}),
     }
 
 

@@ -713,6 +713,18 @@ SCALE_RATIO_HEADERS = [
     "kube-scheduler pods/s",
     "ratio",
 ]
+# With the floor (`--e2e-floor`): berth-scheduler's rate against the floor's, the same pods on the same
+# profile; and the floor's against kube-scheduler's default profile, the most any extender gets there.
+FLOOR_HEADERS = [
+    "nodes",
+    "existing",
+    "new",
+    "berth pods/s",
+    "floor pods/s",
+    "kube-scheduler pods/s",
+    "berth / floor",
+    "floor / kube-scheduler",
+]
 SCALE_GROUPS = 50
 # The scale shapes: the runs of each, the built-in rule's first. `plain`: no rule. `spread`: each new
 # pod must avoid the nodes of its group (kube's required anti-affinity against berth's
@@ -917,6 +929,32 @@ def scale(
                     [nodes, existing, placed, name, berth, kube, berth / kube if kube else math.nan]
                 )
     return rows, ratios, f"kube-scheduler {version}"
+
+
+def floor_ratios(rows: list[list[Any]]) -> list[list[Any]]:
+    """For each size run with the floor: berth-scheduler's rate against the floor's (what berth's work
+    costs over an extender that does none) and the floor's against kube-scheduler's default profile
+    (what the extender protocol itself leaves on this machine)."""
+    out = []
+    for nodes, existing in dict.fromkeys((r[0], r[1]) for r in rows):
+        rates = {r[3]: r[6] for r in rows if r[0] == nodes and r[1] == existing}
+        if FLOOR not in rates or "berth-scheduler" not in rates:
+            continue
+        placed = next(r[2] for r in rows if r[0] == nodes and r[1] == existing and r[3] == FLOOR)
+        berth, floor, kube = rates["berth-scheduler"], rates[FLOOR], rates.get("default-scheduler", math.nan)
+        out.append(
+            [
+                nodes,
+                existing,
+                placed,
+                berth,
+                floor,
+                kube,
+                berth / floor if floor else math.nan,
+                floor / kube if kube else math.nan,
+            ]
+        )
+    return out
 
 
 def _scale_size(

@@ -17,3 +17,14 @@ def test_the_floor_extender_binds_every_pod_of_its_run_and_gets_a_ratio() -> Non
     assert floor[14] == "-", floor  # no berth binds counted: berth serve was not asked
     compared = {row[3]: row[6] for row in ratios}
     assert compared.keys() == {"berth-scheduler", e2e.FLOOR} and compared[e2e.FLOOR] > 0, ratios
+    # berth against the floor, and the floor against kube-scheduler, from the same rates
+    (against,) = e2e.floor_ratios(rows)
+    assert against[:6] == [
+        30,
+        60,
+        100,
+        by_run["berth-scheduler"][6],
+        floor[6],
+        by_run["default-scheduler"][6],
+    ]
+    assert against[6] == by_run["berth-scheduler"][6] / floor[6] and against[7] == compared[e2e.FLOOR]

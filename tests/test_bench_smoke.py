@@ -193,6 +193,25 @@ def test_a_scale_run_says_what_it_asked_of_the_api_server_per_pod():
     ]
 
 
+def test_a_run_with_the_floor_compares_berth_with_the_floor_and_the_floor_with_kube():
+    """With `--e2e-floor`, each size gets berth-scheduler's rate against the floor's and the floor's
+    against kube-scheduler's default profile; a size run without the floor gets no such row."""
+    from bench import e2e
+
+    def row(nodes: int, scheduler: str, rate: float) -> list:
+        return [nodes, 25000, 3000, scheduler, "none", 3000, rate, 0, 3.0, 2.0, 3.5, 0.7, 1.0, 4.0, "-"]
+
+    rows = [
+        row(5000, "default-scheduler", 380.0),
+        row(5000, "berth-scheduler", 190.0),
+        row(5000, e2e.FLOOR, 250.0),
+        row(500, "default-scheduler", 400.0),
+        row(500, "berth-scheduler", 300.0),
+    ]
+    assert e2e.floor_ratios(rows) == [[5000, 25000, 3000, 190.0, 250.0, 380.0, 0.76, 250.0 / 380.0]]
+    assert len(e2e.FLOOR_HEADERS) == 8
+
+
 def test_the_mend_benchmark_finds_a_burst_where_each_mend_answers(tmp_path):
     from bench.mends import mending_steps
 
