@@ -102,6 +102,31 @@ def test_posts_reuse_one_connection_and_carry_the_body_and_the_credential():
     assert json.loads(body) == BINDING
 
 
+def test_bindings_are_not_held_back_by_the_cap_on_reads():
+    """A burst of Bindings reaches the API server at once, each on a connection of its own, while the
+    server takes its time over each: here it answers none until 20 have arrived (more than the 8
+    requests berth keeps in flight for reads). Held back behind a cap of 8, the burst never completes."""
+    burst = 20
+    all_in = asyncio.Event()
+
+    async def answer(number: int, request: bytes) -> bytes:
+        if len(server.requests) >= burst:
+            all_in.set()
+        await all_in.wait()
+        return created({"kind": "Status", "status": "Success"})
+
+    async def scenario():
+        nonlocal server
+        async with raw_server(answer) as (server, client):
+            posts = [client.post(f"/api/v1/namespaces/a/pods/p{i}/binding", BINDING) for i in range(burst)]
+            return await asyncio.wait_for(asyncio.gather(*posts), timeout=10)
+
+    server: RawServer
+    answers = asyncio.run(scenario())
+    assert [a["status"] for a in answers] == ["Success"] * burst
+    assert server.connections == burst
+
+
 def test_a_chunked_answer_and_a_server_path_prefix():
     async def answer(number: int, request: bytes) -> bytes:
         return created({"kind": "Status", "status": "Success", "padding": "x" * 5000}, chunked=True)

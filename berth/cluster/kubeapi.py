@@ -36,7 +36,14 @@ class ApiError(BerthError):
         self.reason = reason
 
 
-REQUESTS_IN_FLIGHT = 8  # besides the watches, each of which holds a connection of its own
+REQUESTS_IN_FLIGHT = 8  # besides the watches and the writes, each on connections of their own
+# The writes (a Binding per placed pod) in flight at once, each on a kept-alive connection of its own.
+# A Binding waits on the API server (30 to 40 ms a Binding under a 5000-node benchmark's load, for
+# kube-scheduler's own binder too): 8 at a time capped berth's binds at about 230 a second, below the
+# rate kube-scheduler schedules at, and the binds waiting behind the cap took 0.2 to 0.4 s each
+# (bench/HISTORY.md, "The binds behind a cap of 8"). kube-scheduler's own binder has no cap of its
+# own (a goroutine per pod); berth keeps one well above what a scheduler's rate needs.
+WRITES_IN_FLIGHT = 64
 # A watch event is one JSON line; a Node with many images can be a few hundred KiB. Lines are split
 # here, not by the stream reader, so no line is too long.
 READ_BUFFER = 1 << 20
@@ -68,6 +75,7 @@ class KubeClient:
         self._refreshing = asyncio.Lock()
         # A few requests at a time over kept-alive connections; the rest wait their turn here.
         self._slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
+        self._write_slots = asyncio.Semaphore(WRITES_IN_FLIGHT)
         # The writes (a Binding per placed pod) and the watches on connections of their own, without
         # the client framework's cost per request or per event; a cluster behind a proxy is reached
         # through aiohttp only.
@@ -157,7 +165,7 @@ class KubeClient:
             sent = await self._headers(headers)
             try:
                 if self._writes is not None and data is not None and not query:
-                    async with self._slots:
+                    async with self._write_slots:
                         status, body = await self._writes.request(method, path, data, sent)
                     answer = _Answer(status, body, method, path)
                 else:
