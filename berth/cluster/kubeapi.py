@@ -38,11 +38,12 @@ class ApiError(BerthError):
 
 REQUESTS_IN_FLIGHT = 8  # besides the watches and the writes, each on connections of their own
 # The writes (a Binding per placed pod) in flight at once, each on a kept-alive connection of its own.
-# A Binding waits on the API server (30 to 40 ms a Binding under a 5000-node benchmark's load, for
-# kube-scheduler's own binder too): 8 at a time capped berth's binds at about 230 a second, below the
-# rate kube-scheduler schedules at, and the binds waiting behind the cap took 0.2 to 0.4 s each
-# (bench/HISTORY.md, "The binds behind a cap of 8"). kube-scheduler's own binder has no cap of its
-# own (a goroutine per pod); berth keeps one well above what a scheduler's rate needs.
+# A Binding's round trip, from its write to its answer read, reached 29 to 42 ms on average under a
+# 5000-node benchmark's load (the API server's own time for it 8 to 9 ms; kube-scheduler's binder 16 to
+# 53 ms at the API server in the same runs): 8 at a time then capped berth's binds at about 230 a
+# second, below the rate kube-scheduler schedules at, and the binds waiting behind the cap took 0.1
+# to 0.4 s each (bench/HISTORY.md, "The binds behind a cap of 8"). kube-scheduler's own binder has
+# no cap of its own (a goroutine per pod); berth keeps one well above what a scheduler's rate needs.
 WRITES_IN_FLIGHT = 64
 # A watch event is one JSON line; a Node with many images can be a few hundred KiB. Lines are split
 # here, not by the stream reader, so no line is too long.
