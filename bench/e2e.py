@@ -943,17 +943,23 @@ def scale(
         size_rows, version = _scale_size(nodes, existing, new, timeout, runs, floor=floor)
         rows += size_rows
     ratios = []
-    for nodes, existing in sizes:
-        rates = {r[3]: r[6] for r in rows if r[0] == nodes and r[1] == existing}
-        kube = rates.get("default-scheduler", math.nan)
+    for (nodes, existing), runs_of_size in _by_size(rows).items():
+        kube = runs_of_size["default-scheduler"][6] if "default-scheduler" in runs_of_size else math.nan
         for name in ("berth-scheduler", "berth-scheduler-exhaustive", FLOOR):
-            if name in rates:
-                berth = rates[name]
-                placed = next(r[2] for r in rows if r[0] == nodes and r[1] == existing and r[3] == name)
+            if name in runs_of_size:
+                placed, berth = runs_of_size[name][2], runs_of_size[name][6]
                 ratios.append(
                     [nodes, existing, placed, name, berth, kube, berth / kube if kube else math.nan]
                 )
     return rows, ratios, f"kube-scheduler {version}"
+
+
+def _by_size(rows: list[list[Any]]) -> dict[tuple[int, int], dict[str, list[Any]]]:
+    """The scale rows by (nodes, existing), each size's by scheduler (the run's name)."""
+    out: dict[tuple[int, int], dict[str, list[Any]]] = {}
+    for row in rows:
+        out.setdefault((row[0], row[1]), {})[row[3]] = row
+    return out
 
 
 def floor_ratios(rows: list[list[Any]]) -> list[list[Any]]:
@@ -961,11 +967,11 @@ def floor_ratios(rows: list[list[Any]]) -> list[list[Any]]:
     costs over an extender that does none) and the floor's against kube-scheduler's default profile
     (what the extender protocol itself leaves on this machine)."""
     out = []
-    for nodes, existing in dict.fromkeys((r[0], r[1]) for r in rows):
-        rates = {r[3]: r[6] for r in rows if r[0] == nodes and r[1] == existing}
-        if FLOOR not in rates or "berth-scheduler" not in rates:
+    for (nodes, existing), runs_of_size in _by_size(rows).items():
+        if FLOOR not in runs_of_size or "berth-scheduler" not in runs_of_size:
             continue
-        placed = next(r[2] for r in rows if r[0] == nodes and r[1] == existing and r[3] == FLOOR)
+        rates = {name: row[6] for name, row in runs_of_size.items()}
+        placed = runs_of_size[FLOOR][2]
         berth, floor, kube = rates["berth-scheduler"], rates[FLOOR], rates.get("default-scheduler", math.nan)
         out.append(
             [
