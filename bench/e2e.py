@@ -944,7 +944,7 @@ def scale(
         rows += size_rows
     ratios = []
     for (nodes, existing), runs_of_size in _by_size(rows).items():
-        kube = runs_of_size["default-scheduler"][6] if "default-scheduler" in runs_of_size else math.nan
+        kube = _rate(runs_of_size, "default-scheduler")
         for name in ("berth-scheduler", "berth-scheduler-exhaustive", FLOOR):
             if name in runs_of_size:
                 placed, berth = runs_of_size[name][2], runs_of_size[name][6]
@@ -962,6 +962,11 @@ def _by_size(rows: list[list[Any]]) -> dict[tuple[int, int], dict[str, list[Any]
     return out
 
 
+def _rate(runs_of_size: dict[str, list[Any]], scheduler: str) -> float:
+    """The pods/s of one size's run by `scheduler`, nan when it did not run."""
+    return runs_of_size[scheduler][6] if scheduler in runs_of_size else math.nan
+
+
 def floor_ratios(rows: list[list[Any]]) -> list[list[Any]]:
     """For each size run with the floor: berth-scheduler's rate against the floor's (what berth's work
     costs over an extender that does none) and the floor's against kube-scheduler's default profile
@@ -970,9 +975,10 @@ def floor_ratios(rows: list[list[Any]]) -> list[list[Any]]:
     for (nodes, existing), runs_of_size in _by_size(rows).items():
         if FLOOR not in runs_of_size or "berth-scheduler" not in runs_of_size:
             continue
-        rates = {name: row[6] for name, row in runs_of_size.items()}
         placed = runs_of_size[FLOOR][2]
-        berth, floor, kube = rates["berth-scheduler"], rates[FLOOR], rates.get("default-scheduler", math.nan)
+        berth, floor, kube = (
+            _rate(runs_of_size, name) for name in ("berth-scheduler", FLOOR, "default-scheduler")
+        )
         out.append(
             [
                 nodes,
