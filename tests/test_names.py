@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.cluster import names as names_module
+from berth.cluster import view as view_module
 from berth.cluster.names import NameTable
 from berth.cluster.view import Slots
 from berth.extender import placer as placer_module
@@ -162,3 +163,66 @@ def test_a_hash_that_leads_to_another_nodes_slot_is_never_taken_for_it():
     crossed = dataclasses.replace(slots, by_hash=slots.by_hash[::-1].copy())
     assert crossed.find(["node-0001", "node-0002"]) is None
     assert slots.find(["node-0001", "node-0002"]).tolist() == [1, 2]
+
+
+def test_a_guess_goes_where_the_hash_leads_and_only_find_compares_the_names(monkeypatch):
+    """Slots.guess takes a hash for its node (find compares every name and refuses), and takes none
+    at all while two nodes' names share a hash."""
+    slots = Slots.of(list(NAMES), 1)
+    crossed = dataclasses.replace(slots, by_hash=slots.by_hash[::-1].copy())
+    guessed = crossed.guess(["node-0001", "node-0002"])
+    assert guessed is not None and guessed.tolist() != [1, 2]
+    assert crossed.find(["node-0001", "node-0002"]) is None
+    assert not crossed.named(["node-0001", "node-0002"], guessed)
+    assert slots.guess(["node-0001", "node-0002"]).tolist() == [1, 2]
+    assert slots.guess(["node-0001", "stranger"]) is None
+
+    monkeypatch.setattr(view_module, "hash", lambda name: len(name), raising=False)  # lengths collide
+    shared = Slots.of(["node-b", "node-c", "node-dd"], 1)
+    assert not shared.hashes_distinct
+    assert shared.guess(["node-b", "node-dd"]) is None and shared.find(["node-b", "node-dd"]) is None
+
+
+def _misguided(slots: Slots, names: list[str]) -> np.ndarray | None:
+    """Every name asked given the slot of a node not asked about, as a name whose hash is another
+    node's would be."""
+    others = [s for s in range(len(slots.names)) if slots.names[s] not in names]
+    return np.array([others[i % len(others)] for i in range(len(names))], dtype=np.intp)
+
+
+def test_a_filter_whose_names_hash_to_other_nodes_answers_only_nodes_asked_about(monkeypatch):
+    names = [f"worker-{i:04d}" for i in range(12)]
+    asked = names[:5]
+    rng = random.Random(4)
+    for i in range(6):
+        web = pod(f"web-{i}", tags=["web"], affinity={"require_without_tag": ["db"]}, uid=f"u-web-{i}")
+        body = {"Pod": web, "NodeNames": rng.sample(asked, len(asked))}
+        exact = _client(names)
+        with monkeypatch.context() as m:
+            m.setattr(Slots, "guess", lambda self, ns: None)
+            expected = exact.post("/filter", json=body).json()
+        with monkeypatch.context() as m:
+            m.setattr(Slots, "guess", _misguided)
+            answer = _client(names).post("/filter", json=body).json()
+        assert answer == expected
+        assert len(answer["NodeNames"]) == 1 and answer["NodeNames"][0] in asked[1:]
+
+    # Nothing fits: the failure map names exactly the nodes asked about.
+    lonely = pod("lonely", affinity={"require_with_tag": ["nowhere"]}, uid="u-lonely")
+    with monkeypatch.context() as m:
+        m.setattr(Slots, "guess", _misguided)
+        answer = _client(names).post("/filter", json={"Pod": lonely, "NodeNames": asked}).json()
+    assert answer["NodeNames"] == []
+    assert set(answer["FailedNodes"] or {}) | set(answer["FailedAndUnresolvableNodes"] or {}) == set(asked)
+
+
+def test_a_filter_answers_the_same_with_its_names_guessed_or_found():
+    names = [f"worker-{i:04d}" for i in range(40)]
+    rng = random.Random(9)
+    for i in range(10):
+        web = pod(f"web-{i}", tags=["web"], affinity={"prefer_with_tag": ["db"]}, uid=f"u-web-{i}")
+        body = {"Pod": web, "NodeNames": rng.sample(names, rng.randrange(2, len(names)))}
+        guessed = _client(names).post("/filter", json=body).json()
+        client = _client(names)
+        client.app.verbs.placer.asked = lambda args: args.candidate_names()  # decoded, found in decide
+        assert client.post("/filter", json=body).json() == guessed

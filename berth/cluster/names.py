@@ -96,6 +96,30 @@ class Found(Sequence[str]):
         return iter(self.names())
 
 
+class Guessed(Found):
+    """Names asked about, decoded, with the slots their hashes lead to (Slots.guess). Read as a
+    sequence, it is the names as asked, so whatever names the nodes names them as kube-scheduler
+    did; the slots are checked against the names only where an answer rests on them (answers):
+    comparing every name with the node's held at its slot costs a cache miss a name, about a
+    tenth of a filter's time cold, for what happens about once in 2**64 names."""
+
+    __slots__ = ("asked",)
+
+    def __init__(self, layout: Any, slots: np.ndarray, asked: list[str]) -> None:
+        super().__init__(layout, slots)
+        self.asked = asked
+        self._names = asked
+
+    def answers(self, chosen: str | None) -> bool:
+        """Whether a decision over these slots answers only for nodes asked about: the node it
+        chose was asked for by its own name; with no node chosen (its failure map names every
+        node), every name is the one held at its slot."""
+        if chosen is None:
+            return bool(self.layout.named(self.asked, self.slots))
+        slot = self.layout.index.get(chosen)
+        return slot is not None and bool(self.layout.named_at(self.asked, self.slots, slot))
+
+
 class NameTable:
     """A view's node names (slot -> name) as one buffer of UTF-8 bytes, with an open-addressing table
     from a name's hash to its slot."""

@@ -165,6 +165,8 @@ class Slots:
     by_rank: np.ndarray  # the other way round: place among the names sorted -> slot
     hashes: np.ndarray  # the names' Python hashes, sorted
     by_hash: np.ndarray  # place among the hashes sorted -> slot
+    # No two names share a hash: a hash found names one node (guess() answers only then).
+    hashes_distinct: bool = True
 
     @classmethod
     def of(cls, names: list[str], generation: int) -> Slots:
@@ -174,15 +176,27 @@ class Slots:
         index = {name: slot for slot, name in enumerate(names)}
         hashes = np.fromiter(map(hash, names), np.int64, len(names))
         by_hash = np.argsort(hashes, kind="stable")
-        return cls(generation, names, index, rank, by_rank, hashes[by_hash], by_hash)
+        hashes = hashes[by_hash]
+        distinct = bool((hashes[1:] != hashes[:-1]).all())
+        return cls(generation, names, index, rank, by_rank, hashes, by_hash, distinct)
 
     def find(self, names: list[str]) -> np.ndarray | None:
         """The slot of each name, in order; None when one is not a node's (or two nodes' names
-        share a hash). Live, between two calls the other processes have the caches: a dict probe
-        per name reads the table, the entry, the key held and the slot's int, one miss each, where
-        this hashes the names (just decoded, in the cache), finds the hashes in one sorted array
-        all at once, and checks every name against the one held at its slot in one comparison."""
-        if len(names) < 2 or not len(self.names):
+        share a hash). Exact: guess(), then every name compared with the one held at its slot."""
+        slots = self.guess(names)
+        if slots is None or not self.named(names, slots):
+            return None
+        return slots
+
+    def guess(self, names: list[str]) -> np.ndarray | None:
+        """The slot of each name by its hash alone, in order; None when a hash is not a node's (or
+        two nodes' names share one). A name the view does not hold whose 64-bit hash is a node's
+        would be given that node's slot; Python keys its string hash at random per process, so that
+        is about one such name in 2**64, and the caller checks what it answers with (named,
+        named_at). Live, between two calls the other processes have the caches: a dict probe per
+        name reads the table, the entry, the key held and the slot's int, one miss each, where this
+        hashes the names (just decoded, in the cache) and finds the hashes in one sorted array."""
+        if len(names) < 2 or not len(self.names) or not self.hashes_distinct:
             return None
         hashes = np.fromiter(map(hash, names), np.int64, len(names))
         # (the arrays' own methods and a comparison of bytes: numpy's functions of the same name
@@ -191,11 +205,16 @@ class Slots:
         np.minimum(at, len(self.hashes) - 1, out=at)
         if self.hashes.take(at).tobytes() != hashes.tobytes():
             return None
-        slots = self.by_hash.take(at)
-        # Exact: every name asked equal to the one held at its slot, in C.
-        if list(itemgetter(*slots.tolist())(self.names)) != names:
-            return None
-        return slots
+        return self.by_hash.take(at)
+
+    def named(self, names: list[str], slots: np.ndarray) -> bool:
+        """Every name is the one held at its slot (compared in C; cold, a cache miss a name)."""
+        return len(names) == len(slots) and list(itemgetter(*slots.tolist())(self.names)) == names
+
+    def named_at(self, names: list[str], slots: np.ndarray, slot: int) -> bool:
+        """The name asked at the first place given `slot` is the one held there."""
+        at = np.flatnonzero(slots == slot)
+        return len(at) > 0 and names[int(at[0])] == self.names[slot]
 
 
 # Counts by node laid out by slot: (the counts they were made from, the slots, the array).

@@ -27,7 +27,7 @@ from berth.analysis.preemption import Victims, nominated_here, overlay, select_v
 from berth.cluster.convert import decoded_pod, pod_from_k8s, watched_pod
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
-from berth.cluster.names import Found
+from berth.cluster.names import Found, Guessed
 from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide, listed
 from berth.engine.types import Kind
@@ -262,6 +262,9 @@ class Placer:
         view = self.cluster.view
         with self._nominations_placed(pod):
             decision = decide(pod, view, self.online, candidates=names, seed=seed_for(pod))
+            if isinstance(names, Guessed) and not names.answers(decision.chosen):
+                # A name asked whose hash is another node's: decided again on the names themselves.
+                decision = decide(pod, view, self.online, candidates=names.asked, seed=seed_for(pod))
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
         )
@@ -344,7 +347,8 @@ class Placer:
     def asked(self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs) -> list[str] | Found:
         """The nodes a filter call asks about: a long NodeNames array is found in the view's name
         table straight from its bytes, anything else decoded (msgspec.ValidationError when it is not
-        an array of strings)."""
+        an array of strings) and its slots found by the names' hashes, checked where the answer rests
+        on them (Guessed, _decide)."""
         if not isinstance(args, wire.ExtenderFilterArgs):
             return args.candidate_names()
         raw = args.node_names
@@ -355,7 +359,9 @@ class Placer:
                 return found
         names = args.candidate_names()
         self.read_names("decoded")
-        return names
+        layout = self.cluster.view.slots()
+        slots = layout.guess(names)
+        return names if slots is None else Guessed(layout, slots, names)
 
     async def filter(
         self,
