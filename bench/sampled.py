@@ -205,8 +205,9 @@ REST = "(the rest: the request read, the totals and the tie, the answer)"
 @contextmanager
 def steps_timed() -> Iterator[Counter[str]]:
     """The nanoseconds each step of the chain takes, summed by step name, and those of making the
-    candidates from the names asked about, while the block runs."""
-    run_step, candidates = chain._run_step, DECIDE._candidates
+    candidates from the names asked about (the names' slots found in Placer.asked, the candidate set
+    in the engine), while the block runs."""
+    run_step, candidates, asked = chain._run_step, DECIDE._candidates, Placer.asked
     spent: Counter[str] = Counter()
 
     def timed_run(step: Step, *args: Any) -> Any:
@@ -223,11 +224,18 @@ def steps_timed() -> Iterator[Counter[str]]:
         finally:
             spent[CANDIDATES] += time.perf_counter_ns() - began
 
-    chain._run_step, DECIDE._candidates = timed_run, timed_candidates
+    def timed_asked(placer: Placer, args: Any) -> Any:
+        began = time.perf_counter_ns()
+        try:
+            return asked(placer, args)
+        finally:
+            spent[CANDIDATES] += time.perf_counter_ns() - began
+
+    chain._run_step, DECIDE._candidates, Placer.asked = timed_run, timed_candidates, timed_asked
     try:
         yield spent
     finally:
-        chain._run_step, DECIDE._candidates = run_step, candidates
+        chain._run_step, DECIDE._candidates, Placer.asked = run_step, candidates, asked
 
 
 def step_rows(spent: Counter[str], filters_ns: list[int], top: int = 12) -> list[list[Any]]:
