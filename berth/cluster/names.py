@@ -103,21 +103,21 @@ class Guessed(Found):
     comparing every name with the node's held at its slot costs a cache miss a name, about a
     tenth of a filter's time cold, for what happens about once in 2**64 names."""
 
-    __slots__ = ("asked",)
+    __slots__ = ()
 
     def __init__(self, layout: Any, slots: np.ndarray, asked: list[str]) -> None:
         super().__init__(layout, slots)
-        self.asked = asked
         self._names = asked
 
     def answers(self, chosen: str | None) -> bool:
         """Whether a decision over these slots answers only for nodes asked about: the node it
         chose was asked for by its own name; with no node chosen (its failure map names every
         node), every name is the one held at its slot."""
+        asked = self.names()
         if chosen is None:
-            return bool(self.layout.named(self.asked, self.slots))
+            return self.layout.named(asked, self.slots)
         slot = self.layout.index.get(chosen)
-        return slot is not None and bool(self.layout.named_at(self.asked, self.slots, slot))
+        return slot is not None and self.layout.named_at(asked, self.slots, slot)
 
 
 class NameTable:

@@ -13,7 +13,7 @@ from typing import Any, overload
 import numpy as np
 
 from berth.cluster.model import Pod
-from berth.cluster.names import Found
+from berth.cluster.names import Found, Guessed
 from berth.cluster.view import ClusterView
 from berth.engine.chain import Member, Or, Pipe, describe, flatten, run
 from berth.engine.decision import Decision, PlacementSummary, Rest
@@ -97,9 +97,28 @@ def decide(
     # is taken off for the decision: no step counts it as its own neighbour or as room taken.
     held = held_self(view, pod)
     if held is None:
-        return _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+        return _checked(pod, spec, view, pipeline, names, found, chain_names, seed)
     with view.lifted(held):
-        return _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+        return _checked(pod, spec, view, pipeline, names, found, chain_names, seed)
+
+
+def _checked(
+    pod: Pod,
+    spec: Any,
+    view: ClusterView,
+    pipeline: Pipeline,
+    names: Sequence[str],
+    found: Found | None,
+    chain_names: tuple[str, ...],
+    seed: int,
+) -> Decision:
+    """_decide; for names whose slots were found by their hashes alone (Guessed), decided again on
+    the names themselves when what the decision answers does not rest on names asked."""
+    decision = _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+    if isinstance(names, Guessed) and not names.answers(decision.chosen):
+        # A name asked whose hash is another node's (about one in 2**64).
+        decision = _decide(pod, spec, view, pipeline, names.names(), None, chain_names, seed)
+    return decision
 
 
 def listed(pod: Pod, view: ClusterView, pipeline: Pipeline) -> list[str] | None:

@@ -262,9 +262,6 @@ class Placer:
         view = self.cluster.view
         with self._nominations_placed(pod):
             decision = decide(pod, view, self.online, candidates=names, seed=seed_for(pod))
-            if isinstance(names, Guessed) and not names.answers(decision.chosen):
-                # A name asked whose hash is another node's: decided again on the names themselves.
-                decision = decide(pod, view, self.online, candidates=names.asked, seed=seed_for(pod))
         outcome = (
             "placed" if decision.error is None else ("invalid" if decision.error.code == 400 else "no_fit")
         )
@@ -347,8 +344,8 @@ class Placer:
     def asked(self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs) -> list[str] | Found:
         """The nodes a filter call asks about: a long NodeNames array is found in the view's name
         table straight from its bytes, anything else decoded (msgspec.ValidationError when it is not
-        an array of strings) and its slots found by the names' hashes, checked where the answer rests
-        on them (Guessed, _decide)."""
+        an array of strings) and its slots found by the names' hashes, which decide() checks where
+        its answer rests on them (Guessed)."""
         if not isinstance(args, wire.ExtenderFilterArgs):
             return args.candidate_names()
         raw = args.node_names
