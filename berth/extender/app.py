@@ -86,7 +86,8 @@ class Metrics:
             self.sample.labels(outcome)
         self.names = Counter(
             "berth_filter_node_names_total",
-            "Filter calls by how their node names were read: found from the bytes, or decoded.",
+            "Filter calls by how their node names were read: found from the bytes (bytes), found as a run "
+            "of kube-scheduler's node order learned from earlier calls (recalled), or decoded.",
             ["read"],
             registry=self.registry,
         )

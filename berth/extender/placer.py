@@ -25,6 +25,7 @@ import msgspec
 
 from berth.analysis.preemption import Victims, nominated_here, overlay, select_victims
 from berth.cluster.convert import decoded_pod, pod_from_k8s, watched_pod
+from berth.cluster.kube_order import KubeOrder
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.names import Found, Guessed
@@ -149,7 +150,9 @@ class Placer:
         self.placement_events = frozenset(placement_events)
         self.digest = digest or online.digest
         self._decisions: OrderedDict[str, Remembered] = OrderedDict()
-        self.read_names: Callable[[str], None] = lambda how: None  # "bytes" or "decoded", per filter
+        # "bytes", "recalled" (a run of kube-scheduler's order, berth.cluster.kube_order) or "decoded"
+        self.read_names: Callable[[str], None] = lambda how: None
+        self._kube_order: KubeOrder | None = None
         self.read_pod: Callable[[str], None] = lambda how: None  # "watched" or "decoded", per filter
         self._refusals: dict[str, tuple[str, float]] = {}
         self._unasked_notes: dict[str, tuple[str, float]] = {}
@@ -343,22 +346,33 @@ class Placer:
     # -- verbs ----------------------------------------------------------------------------------
     def asked(self, args: wire.ExtenderFilterArgs | wire.ExtenderArgs) -> list[str] | Found:
         """The nodes a filter call asks about: a long NodeNames array is found in the view's name
-        table straight from its bytes, anything else decoded (msgspec.ValidationError when it is not
-        an array of strings) and its slots found by the names' hashes, which decide() checks where
-        its answer rests on them (Guessed)."""
+        table straight from its bytes; a run of kube-scheduler's node order as learned from earlier
+        calls is found by its bytes too (berth.cluster.kube_order); anything else decoded
+        (msgspec.ValidationError when it is not an array of strings) and its slots found by the
+        names' hashes, which decide() checks where its answer rests on them (Guessed)."""
         if not isinstance(args, wire.ExtenderFilterArgs):
             return args.candidate_names()
-        raw = args.node_names
-        if len(raw) >= 4 * FIND_FROM_NAMES and bytes(raw).count(b",") + 1 >= FIND_FROM_NAMES:
+        raw = bytes(args.node_names)
+        if len(raw) >= 4 * FIND_FROM_NAMES and raw.count(b",") + 1 >= FIND_FROM_NAMES:
             found = self.cluster.view.name_table().find(raw)
             if found is not None:
                 self.read_names("bytes")
                 return found
+        layout = self.cluster.view.slots()
+        order = self._kube_order
+        if order is None or order.layout is not layout:
+            self._kube_order = order = KubeOrder(layout) if order is None else order.moved_to(layout)
+        found = order.recall(raw)
+        if found is not None:
+            self.read_names("recalled")
+            return found
         names = args.candidate_names()
         self.read_names("decoded")
-        layout = self.cluster.view.slots()
         slots = layout.guess(names)
-        return names if slots is None else Guessed(layout, slots, names)
+        if slots is None:
+            return names
+        order.learn(slots)
+        return Guessed(layout, slots, names)
 
     async def filter(
         self,
