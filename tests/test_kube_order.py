@@ -62,7 +62,7 @@ def test_calls_that_are_runs_of_kube_order_are_recalled_once_it_has_come_round()
         recalled.append(_ask(order, layout, _run(kube, start, 40)))
         start = (start + 40) % len(kube)
     assert not any(recalled[:4])  # nothing known yet
-    assert all(recalled[20:])  # every call once the order is known, across its end too
+    assert all(recalled[32:])  # every call once the order is known, across its end too
 
 
 def test_interleaved_calls_are_found_the_usual_way_and_do_not_spoil_the_order():
@@ -149,9 +149,13 @@ def test_where_calls_are_never_runs_the_learning_rests(monkeypatch):
     rendered, voted = [], order.next.copy()
     with monkeypatch.context() as m:
         m.setattr(KubeOrder, "_render", lambda self: rendered.append(1))
-        for _ in range(39):
+        for i in range(39):
+            if i == 20:  # a node joins: still at rest
+                layout = Slots.of([*NAMES, "node-new"], 2)
+                order = order.moved_to(layout)
             assert not _ask(order, layout, rng.sample(NAMES, 40))
-    assert not rendered and (order.next == voted).all()  # resting: nothing voted, nothing rendered
+    # At rest: nothing voted, nothing rendered.
+    assert not rendered and (order.next[: len(NAMES)] == voted).all()
     kube = rng.sample(NAMES, len(NAMES))
     assert not _ask(order, layout, _run(kube, 0, 40))  # the last call of the rest
     start, recalled = 40, []

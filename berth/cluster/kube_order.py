@@ -25,10 +25,15 @@ import numpy as np
 from berth.cluster.names import Found
 
 VOTES_AT_MOST = 8  # a run found is worth this many votes: an interleaved call's vote does not undo it
-RENDER_AFTER = 2  # calls not found since the order was rendered, while the votes changed it ...
-RENDER_AFTER_AT_MOST = 256  # ... and more, up to this, while renders find nothing
+RENDER_AFTER = 2  # calls not found, while the votes changed the order, before it is first rendered ...
+RENDER_AFTER_AT_MOST = 256  # ... twice as many before each render after, up to this
 TRIAL = 128  # calls after which the order is judged by the share of them found: ...
-KEEP = 0.5  # ... at least this, and the order is kept as it is (no more votes) until a trial finds less
+# ... at least this, and the order is kept as it is until a trial finds less: no more votes, and no
+# render of an order that the interleaved calls' votes keep changing (each a few ms cold) ...
+KEEP = 0.25
+# While it is kept, a call not found votes only when this share of its names follow one another as
+# the order has it: one worker's run where the order is wrong in a few places, not workers interleaved.
+AGREED = 0.9
 PAYS = 0.2  # ... less than this in two trials running while learning, and the learning ...
 RESTS = 4096  # ... rests for this many calls, then starts again from nothing
 _BREAK = b"\n"  # between two stretches of the order not known to follow each other: no call holds it
@@ -54,6 +59,9 @@ class KubeOrder:
         order changes as little, so the votes carry over by name and the order is rendered at once
         (without the nodes gone; the nodes added are learned as before)."""
         order = KubeOrder(layout)
+        # A learning at rest stays so, and renders that found nothing stay rare: where calls are
+        # seldom runs, nodes coming and going must not start it again each time.
+        order.resting, order.idle, order.wait, order.kept = self.resting, self.idle, self.wait, self.kept
         index = layout.index
         to = np.array([index.get(name, -1) for name in self.layout.names], dtype=np.intp)
         a = np.flatnonzero(self.next >= 0)
@@ -61,13 +69,14 @@ class KubeOrder:
         kept = (to[a] >= 0) & (to[b] >= 0)
         order.next[to[a[kept]]] = to[b[kept]]
         order.votes[to[a[kept]]] = self.votes[a[kept]]
-        if len(self.stops):
+        if len(self.stops) and not self.resting:
             order._render()
         return order
 
     def _forget(self) -> None:
         n = len(self.layout.names)
         self.kept = False
+        self.wait = RENDER_AFTER
         self.next = np.full(n, -1, dtype=np.intp)  # the slot voted to follow each slot
         self.votes = np.zeros(n, dtype=np.intp)
         self.last = -1  # the last slot of the last call: the next call's first usually follows it
@@ -115,6 +124,10 @@ class KubeOrder:
     def _judge(self) -> None:
         share = self.hits / self.calls
         self.calls = self.hits = 0
+        if self.kept and share < KEEP:
+            self.wait = RENDER_AFTER  # kube's order changed: learned again as from the start
+        elif not self.kept and share >= KEEP and self.changed:
+            self._render()  # kept from now on: with every vote so far
         self.kept = share >= KEEP
         self.idle = 0 if share >= PAYS else self.idle + 1
         if self.idle >= 2:
@@ -124,15 +137,16 @@ class KubeOrder:
         """A call not recalled, with the slots of its names found the usual way (by their hashes: a
         rare wrong slot spoils a vote, nothing else); the order rendered again once enough calls
         were not found while the votes changed it."""
-        if self.resting or self.kept or not len(slots):
+        if self.resting or not len(slots):
             return
         self.missed += 1
+        if self.kept and (self.next[slots[:-1]] == slots[1:]).mean() < AGREED:
+            return  # kube's workers interleaved: no vote against the order kept
         self._vote(slots)
         if self.changed and self.missed >= self.wait:
-            # Renders that found nothing (kube's order keeps changing, or its workers interleave
-            # every call) are made less and less often.
-            idle = len(self.stops) and not self.found
-            self.wait = min(2 * self.wait, RENDER_AFTER_AT_MOST) if idle else RENDER_AFTER
+            # Each render waits for twice the calls the last one did: while the interleaved calls'
+            # votes keep changing the order, a render a few calls would cost more than it finds.
+            self.wait = min(2 * self.wait, RENDER_AFTER_AT_MOST)
             self._render()
 
     def _vote(self, run: np.ndarray) -> None:
