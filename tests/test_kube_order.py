@@ -7,18 +7,14 @@ import json
 import random
 
 import orjson
-from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.cluster import kube_order as kube_order_module
 from berth.cluster.kube_order import KubeOrder
 from berth.cluster.view import Slots
-from berth.extender.app import create_app
-from berth.extender.placer import Placer
-from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
-from tests.builders import node, pod, view
+from tests.builders import pod
+from tests.test_names import _client  # the extender over a view of these nodes
 
 NAMES = [f"node-{i:04d}" for i in range(280)] + [f"ip-10-0-{i}-7.ec2.internal" for i in range(20)]
 
@@ -182,22 +178,6 @@ def test_the_order_carries_over_when_a_node_joins_or_leaves():
     assert _ask(order, layout, kube[:90])
     assert _ask(order, layout, kube[101:180])
     assert not _ask(order, layout, [*kube[180:200], joined])
-
-
-async def _nothing(*args):
-    return None
-
-
-def _client(names):
-    cluster = SnapshotCluster(view(*(node(n) for n in names), pod("db", node=names[0], tags=["db"])))
-    placer = Placer(
-        cluster,
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=_nothing,
-        recorder=_nothing,
-    )
-    return TestClient(create_app(placer))
 
 
 def test_filter_calls_recalled_answer_as_the_decoded_ones():

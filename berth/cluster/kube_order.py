@@ -28,8 +28,9 @@ VOTES_AT_MOST = 8  # a run found is worth this many votes: an interleaved call's
 RENDER_AFTER = 2  # calls not found, while the votes changed the order, before it is first rendered ...
 RENDER_AFTER_AT_MOST = 256  # ... twice as many before each render after, up to this
 TRIAL = 128  # calls after which the order is judged by the share of them found: ...
-# ... at least this, and the order is kept as it is until a trial finds less: no more votes, and no
-# render of an order that the interleaved calls' votes keep changing (each a few ms cold) ...
+# ... at least this, and the order is kept until a trial finds less: only calls that agree with it
+# vote (AGREED), so the interleaved calls' votes do not keep changing it, nor have it rendered again
+# and again (a few ms each, cold, in kube-scheduler's cycle) ...
 KEEP = 0.25
 # While it is kept, a call not found votes only when this share of its names follow one another as
 # the order has it: one worker's run where the order is wrong in a few places, not workers interleaved.
@@ -48,7 +49,7 @@ class KubeOrder:
         names = layout.names
         self.plain = all(name.isascii() and '"' not in name and "\\" not in name for name in names)
         self.calls = self.hits = 0  # in this trial
-        self.kept = False  # the order as rendered is kept: no call votes
+        self.kept = False  # the order is kept: only calls that agree with it vote
         self.idle = 0  # trials running that found less than PAYS while learning
         self.resting = 0  # calls left to answer without the order
         self.wait = RENDER_AFTER
