@@ -49,10 +49,8 @@ class KubeOrder:
         names = layout.names
         self.plain = all(name.isascii() and '"' not in name and "\\" not in name for name in names)
         self.calls = self.hits = 0  # in this trial
-        self.kept = False  # the order is kept: only calls that agree with it vote
         self.idle = 0  # trials running that found less than PAYS while learning
         self.resting = 0  # calls left to answer without the order
-        self.wait = RENDER_AFTER
         self._forget()
 
     def moved_to(self, layout: Any) -> KubeOrder:
@@ -76,14 +74,13 @@ class KubeOrder:
 
     def _forget(self) -> None:
         n = len(self.layout.names)
-        self.kept = False
+        self.kept = False  # the order is kept: only calls that agree with it vote
         self.wait = RENDER_AFTER
         self.next = np.full(n, -1, dtype=np.intp)  # the slot voted to follow each slot
         self.votes = np.zeros(n, dtype=np.intp)
         self.last = -1  # the last slot of the last call: the next call's first usually follows it
         self.changed = 0  # successors changed since the order was rendered
         self.missed = 0  # calls not found since then
-        self.found = 0  # ... and found
         self.rendered = b""  # the order as `"name",` after `"name",`; a cycle's names again after it
         self.slots = np.zeros(0, dtype=np.intp)  # the slot at each place of rendered
         self.starts = np.zeros(0, dtype=np.intp)  # where each place's `"name",` starts in rendered
@@ -114,7 +111,6 @@ class KubeOrder:
         # ... and are the same bytes.
         if not self.rendered.startswith(memoryview(raw)[1:-1], int(self.starts[p])):
             return None
-        self.found += 1
         self.hits += 1
         self.last = int(self.slots[j])
         run = self.slots[p : j + 1]
@@ -174,7 +170,7 @@ class KubeOrder:
         """The order as bytes: each stretch of slots that follow one another, from a slot no other is
         voted to precede (then the cycles left), a cycle's names again after its end for a run
         across it."""
-        self.changed = self.missed = self.found = 0
+        self.changed = self.missed = 0
         if not self.plain:
             return
         nxt = self.next.tolist()

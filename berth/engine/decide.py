@@ -93,32 +93,22 @@ def decide(
     except SpecError as exc:
         return _invalid(pod, list(dict.fromkeys(names)), exc, chain_names, seed)
 
+    def checked() -> Decision:
+        # Names whose slots were found by their hashes alone (Guessed): decided again on the names
+        # themselves when what the decision answers does not rest on names asked (a name asked whose
+        # hash is another node's, about one in 2**64).
+        decision = _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
+        if isinstance(names, Guessed) and not names.answers(decision.chosen):
+            decision = _decide(pod, spec, view, pipeline, names.names(), None, chain_names, seed)
+        return decision
+
     # The pod asked about again where the view already holds it (a bind checked again, audit, explain)
     # is taken off for the decision: no step counts it as its own neighbour or as room taken.
     held = held_self(view, pod)
     if held is None:
-        return _checked(pod, spec, view, pipeline, names, found, chain_names, seed)
+        return checked()
     with view.lifted(held):
-        return _checked(pod, spec, view, pipeline, names, found, chain_names, seed)
-
-
-def _checked(
-    pod: Pod,
-    spec: Any,
-    view: ClusterView,
-    pipeline: Pipeline,
-    names: Sequence[str],
-    found: Found | None,
-    chain_names: tuple[str, ...],
-    seed: int,
-) -> Decision:
-    """_decide; for names whose slots were found by their hashes alone (Guessed), decided again on
-    the names themselves when what the decision answers does not rest on names asked."""
-    decision = _decide(pod, spec, view, pipeline, names, found, chain_names, seed)
-    if isinstance(names, Guessed) and not names.answers(decision.chosen):
-        # A name asked whose hash is another node's (about one in 2**64).
-        decision = _decide(pod, spec, view, pipeline, names.names(), None, chain_names, seed)
-    return decision
+        return checked()
 
 
 def listed(pod: Pod, view: ClusterView, pipeline: Pipeline) -> list[str] | None:
