@@ -205,3 +205,67 @@ def test_a_malformed_pod_is_refused_with_its_field_from_its_json(versions):
     obj["metadata"]["uid"] = 5
     with pytest.raises(SnapshotError, match=r"metadata\.uid"):
         _from_call(orjson.dumps(obj))
+
+
+# -- a workload's resource shape, added up once (convert._resource_fields) ---------------------------
+
+QUANTITIES = st.sampled_from(["100m", "1", "2", "16Mi", "1Gi"])
+RESOURCES = st.dictionaries(st.sampled_from(["cpu", "memory", "example.com/gpu"]), QUANTITIES, max_size=2)
+CONTAINER = st.fixed_dictionaries(
+    {"name": st.just("c")},
+    optional={
+        "resources": st.fixed_dictionaries({}, optional={"requests": RESOURCES, "limits": RESOURCES}),
+        "restartPolicy": st.just("Always"),
+    },
+)
+SPEC = st.fixed_dictionaries(
+    {"containers": st.lists(CONTAINER, min_size=1, max_size=2)},
+    optional={
+        "initContainers": st.lists(CONTAINER, max_size=2),
+        "overhead": RESOURCES,
+        "resources": st.fixed_dictionaries({"requests": RESOURCES}),
+    },
+)
+
+
+def _fields(record: Any) -> tuple:
+    return (record.requests, record.limits, record.nonzero_cpu, record.nonzero_memory)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(range(4)), min_size=2, max_size=10), st.lists(SPEC, min_size=4, max_size=4))
+def test_a_pod_whose_resource_shape_was_seen_gets_the_sums_of_its_own_spec(order, specs):
+    """Pods converted one after another, the shapes drawn from a few that share parts (a container,
+    an init container with or without restartPolicy, an overhead): each pod's requests, limits and
+    non-zero requests are those its own spec adds up to."""
+    for i, which in enumerate(order):
+        spec = copy.deepcopy(specs[which])
+        got = pod_from_k8s({"metadata": {"name": f"p{i}", "namespace": "default"}, "spec": spec})
+        requests, limits = convert.pod_requests(spec, "reference")
+        assert _fields(got) == (requests, limits, *convert.nonzero_requests(spec, "reference"))
+
+
+def test_a_malformed_quantity_after_a_good_one_of_the_same_shape_is_refused_with_its_pod():
+    good = pod("good", cpu="2")
+    assert pod_from_k8s(good).requests["cpu"] == 2000
+    bad = pod("bad", cpu="two")
+    with pytest.raises(SnapshotError) as refused:
+        pod_from_k8s(bad)
+    assert "default/bad" in str(refused.value) and "cpu" in str(refused.value)
+    again = pod("bad-again", cpu="two")  # a failure is never kept: the next pod names itself
+    with pytest.raises(SnapshotError, match="bad-again"):
+        pod_from_k8s(again)
+
+
+def test_a_quantity_that_is_not_a_string_is_never_taken_for_another():
+    """JSON numbers and booleans are not what the API server writes, and 1 == True in Python: a
+    boolean after a number of the same shape is still refused."""
+
+    def with_cpu(name: str, value: Any) -> dict[str, Any]:
+        body = pod(name)
+        body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": value}}
+        return body
+
+    assert pod_from_k8s(with_cpu("number", 1)).requests["cpu"] == 1000
+    with pytest.raises(SnapshotError, match="cpu"):
+        pod_from_k8s(with_cpu("boolean", True))

@@ -238,6 +238,60 @@ def nonzero_requests(spec: dict[str, Any], source: str) -> tuple[int, int]:
     return totals.get("cpu", 0), totals.get("memory", 0)
 
 
+ResourceFields = tuple[dict[str, int], dict[str, int], int, int]
+# The resource fields of the last distinct resource shapes: a workload's pods ask the same, and adding
+# them up (quantities parsed, containers and init containers summed) was most of a new pod's conversion.
+RESOURCE_SHAPES_KEPT = 1024
+_resource_shapes: dict[tuple, ResourceFields] = {}
+
+
+def _resource_fields(spec: dict[str, Any], source: str) -> ResourceFields:
+    """(requests, limits, nonzero cpu, nonzero memory) of a pod's spec (pod_requests,
+    nonzero_requests), the maps shared: kept by what they are made from. A spec that fails is never
+    kept, so its error names its own pod."""
+    try:
+        key = _resource_key(spec)
+        kept = _resource_shapes.get(key)
+    except (TypeError, AttributeError):  # malformed: worked out, and its error raised, below
+        key, kept = None, None
+    if kept is not None:
+        return kept
+    requests, limits = pod_requests(spec, source)
+    fields = (_shared(requests), _shared(limits), *nonzero_requests(spec, source))
+    if key is not None:
+        if len(_resource_shapes) >= RESOURCE_SHAPES_KEPT:
+            _resource_shapes.clear()
+        _resource_shapes[key] = fields
+    return fields
+
+
+def _resource_key(spec: dict[str, Any]) -> tuple:
+    """Everything of a spec that its requests and limits are made from, hashable."""
+
+    def containers(field: str) -> tuple:
+        return tuple(
+            (c.get("restartPolicy"), _items(res.get("requests")), _items(res.get("limits")))
+            for c in spec.get(field) or ()
+            for res in (c.get("resources") or {},)
+        )
+
+    return (
+        containers("containers"),
+        containers("initContainers"),
+        _items((spec.get("resources") or {}).get("requests")),
+        _items(spec.get("overhead")),
+    )
+
+
+def _items(mapping: dict[str, Any] | None) -> tuple:
+    if not mapping:
+        return ()
+    items = tuple(mapping.items())
+    if not all(type(v) is str for _, v in items):  # quantities as the API server writes them only:
+        raise TypeError("not kept")  # 1, 1.0 and true would be one key
+    return items
+
+
 def _word(value: Any) -> Any:
     """Namespaces, node names and phases repeat across thousands of pods: keep one copy of each."""
     return sys.intern(value) if type(value) is str else value
@@ -526,8 +580,7 @@ def decoded_pod(raw: bytes | msgspec.Raw, *, record: bool = True) -> Pod:
 
 def _from_spec(spec: dict[str, Any], meta: dict[str, Any], namespace: str, source: str) -> dict[str, Any]:
     """The fields of a pod's record made from its spec, labels and namespace (all but spec.nodeName)."""
-    requests, limits = pod_requests(spec, source)
-    nonzero_cpu, nonzero_memory = nonzero_requests(spec, source)
+    requests, limits, nonzero_cpu, nonzero_memory = _resource_fields(spec, source)
     node_affinity, preferred_node_affinity = _node_affinity(spec, source)
     node_selector = spec.get("nodeSelector") or {}
     _strings(node_selector, "spec.nodeSelector", source)
@@ -542,8 +595,8 @@ def _from_spec(spec: dict[str, Any], meta: dict[str, Any], namespace: str, sourc
         "scheduler_name": _word(
             _text(spec.get("schedulerName") or "default-scheduler", "spec.schedulerName", source)
         ),
-        "requests": _shared(requests),
-        "limits": _shared(limits),
+        "requests": requests,
+        "limits": limits,
         "node_selector": _shared(node_selector),
         "tolerations": tuple(
             Toleration(
