@@ -1,7 +1,7 @@
 """A pod with no rule, filtered and bound in process over kube-scheduler's sample: warm, and cold.
 
     python -m bench.sampled [--shape plain|preferred|service] [--nodes 5000] [--existing 25000]
-                            [--pods 600] [--steps]
+                            [--pods 600] [--steps] [--watch]
 
 On the control plane (`python -m bench --only e2e --e2e-shape plain`) `berth serve`'s filter of such a
 pod costs about 2.2 ms of its thread's CPU at 5000 nodes (500 names a call), where the same call in a
@@ -16,7 +16,11 @@ each timed until its answer is handed over to be written (what kube-scheduler's 
 Each phase places `pods` pods: warm (one call after another), then cold (a buffer larger than the
 last-level cache read before each call). The cold figures are within about 10 % of the control
 plane's (bench/RESULTS.md), so they are what a change to the plain shape should move, in a minute
-instead of ten. With --steps, the cold filter's time by step of the chain. `--shape preferred` gives
+instead of ten. With --steps, the cold filter's time by step of the chain. With --watch, the pod's
+three watch events as well (created, bound with the placement record, started by its kubelet), each
+a line of the watch decoded and applied to `berth serve`'s live cluster as the API server would store
+the pod: the rest of what every pod costs `berth serve` (the control plane keeps both cores busy, so
+all of it counts, not only what kube-scheduler's cycle waits for). `--shape preferred` gives
 every pod, running and new, scheduler_perf's preferred pod anti-affinity to its group (the e2e
 benchmark's preferred shape, run there at 5000 nodes with 5000 running pods). `--shape service` is
 the plain shape with each group behind a Service, as a Deployment's replicas usually are: kube's
@@ -44,6 +48,7 @@ import orjson
 from bench.e2e import GROUP_LABEL, NODE_RESOURCES, SCALE_GROUPS, _existing, _pod
 from bench.stats import latency, table
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.live import LiveCluster
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Step, chain
@@ -135,6 +140,94 @@ async def _no_events(pod: Pod, events: list) -> None:
     return None
 
 
+class _Watched(LiveCluster):
+    """`berth serve`'s live cluster over a world built in process, its watch fed by hand."""
+
+    def __init__(self, view: ClusterView) -> None:
+        super().__init__(client=None)  # type: ignore[arg-type]  # nothing is asked of an API server
+        self.view = view
+
+    def ready(self) -> bool:
+        return True
+
+    def lag_seconds(self) -> float:
+        return 0.0
+
+
+def stored(body: dict[str, Any], uid: str, version: int) -> dict[str, Any]:
+    """A new pod as kube-apiserver stores it and its watch sends it: identity, the defaults its
+    admission adds, the two tolerations of DefaultTolerationSeconds, a Pending status."""
+    meta, spec = body["metadata"], body["spec"]
+    meta.update(uid=uid, resourceVersion=str(version), creationTimestamp="2026-12-06T10:00:00Z")
+    for container in spec["containers"]:
+        container.update(
+            terminationMessagePath="/dev/termination-log",
+            terminationMessagePolicy="File",
+            imagePullPolicy="IfNotPresent",
+        )
+    spec.update(
+        restartPolicy="Always",
+        terminationGracePeriodSeconds=30,
+        dnsPolicy="ClusterFirst",
+        securityContext={},
+        priority=0,
+        enableServiceLinks=True,
+        preemptionPolicy="PreemptLowerPriority",
+        tolerations=[
+            {"key": f"node.kubernetes.io/{why}", "operator": "Exists", "effect": "NoExecute"}
+            | {"tolerationSeconds": 300}
+            for why in ("not-ready", "unreachable")
+        ],
+    )
+    body["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return body
+
+
+def bound(obj: dict[str, Any], node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """The pod as the watch shows it once the Binding is stored (its annotations copied onto it)."""
+    out = orjson.loads(orjson.dumps(obj))
+    meta = out["metadata"]
+    meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+    meta.setdefault("annotations", {}).update(annotations)
+    out["spec"]["nodeName"] = node
+    out["status"]["conditions"] = [_condition("PodScheduled")]
+    return out
+
+
+def started(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod as the watch shows it once its kubelet has started it."""
+    out = orjson.loads(orjson.dumps(obj))
+    meta = out["metadata"]
+    meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+    image = out["spec"]["containers"][0]["image"]
+    out["status"].update(
+        phase="Running",
+        hostIP="10.0.0.1",
+        podIP="10.1.0.5",
+        podIPs=[{"ip": "10.1.0.5"}],
+        startTime="2026-12-06T10:00:02Z",
+        conditions=[_condition(t) for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+        containerStatuses=[
+            {
+                "name": "main",
+                "state": {"running": {"startedAt": "2026-12-06T10:00:02Z"}},
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "image": image,
+                "imageID": "",
+                "started": True,
+            }
+        ],
+    )
+    return out
+
+
+def _condition(kind: str) -> dict[str, Any]:
+    at = "2026-12-06T10:00:01Z"
+    return {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": at}
+
+
 class Evictor:
     def __init__(self, size: int = EVICT_BYTES) -> None:
         self.buffer = np.ones(size // 8)
@@ -144,18 +237,24 @@ class Evictor:
 
 
 def run(
-    nodes: int, existing: int, pods: int, shape: str = "plain"
+    nodes: int, existing: int, pods: int, shape: str = "plain", watch: bool = False
 ) -> tuple[list[list[Any]], Counter[str], list[int]]:
     """The table's rows, the cold filters' time by step, and each cold filter's nanoseconds."""
     rule = SHAPES[shape]
     view = world(nodes, existing, rule, services=shape in BEHIND_SERVICES)
     order = kube_order(view)
     sample = feasible_nodes_to_find(0, nodes)
+    cluster = _Watched(view) if watch else SnapshotCluster(view)
+    records: dict[str, dict[str, str]] = {}  # pod uid -> the annotations its Binding carried
+
+    async def binder(pod: Pod, node: str, annotations: dict[str, str]) -> None:
+        records[pod.uid] = annotations
+
     placer = Placer(
-        SnapshotCluster(view),
+        cluster,
         online=build_pipeline(None, offline=False),
         offline=build_pipeline(None, offline=True),
-        binder=_no_binding,
+        binder=binder if watch else _no_binding,
         recorder=_no_events,
         kube_sample={PROFILE: 0},
     )
@@ -179,20 +278,35 @@ def run(
         # cycle waits for (the bookkeeping after it, Placer.settle, is not).
         status, answer = await verbs.answer(verb, encoded, lambda *_: answered.append(time.perf_counter_ns()))
         times.setdefault((phase, verb), []).append(answered[0] - began)
+        if watch and verb == "filter":  # the bookkeeping is berth serve's work too
+            times.setdefault((phase, SETTLED), []).append(time.perf_counter_ns() - answered[0])
         reply = orjson.loads(answer)
         if status != 200 or reply.get("Error"):
             raise RuntimeError(f"{verb} of {pod}: {status} {answer[:300]!r}")
         return reply
 
+    def event(verb: str, obj: dict[str, Any], phase: str) -> None:
+        """A line of the pods' watch, decoded and applied as berth serve's watch does, timed."""
+        line = orjson.dumps({"type": "ADDED" if verb == CREATED else "MODIFIED", "object": obj})
+        if phase == "cold":
+            evict()
+        began = time.perf_counter_ns()
+        cluster._apply_pod(orjson.loads(line)["object"])  # type: ignore[union-attr]
+        times.setdefault((phase, verb), []).append(time.perf_counter_ns() - began)
+
     async def place(i: int, phase: str) -> None:
         nonlocal start
         body = _pod(f"p-{i:05d}", NAMESPACE, PROFILE, f"g{i % SCALE_GROUPS}", rule)
         meta = body["metadata"]
-        meta["uid"] = f"new-{i:08d}"
-        meta["resourceVersion"] = str(100000 + i)
-        # berth serve's watch converted the pod when it was created, long before kube-scheduler asks
-        # about it: the filter takes that record for the same resourceVersion (convert.VersionMemo).
-        pod_from_k8s(body, record=False, memo=True)
+        if watch:
+            event(CREATED, stored(body, f"new-{i:08d}", 3 * i + 100000), phase)
+        else:
+            meta["uid"] = f"new-{i:08d}"
+            meta["resourceVersion"] = str(100000 + i)
+            # berth serve's watch converted the pod when it was created, long before kube-scheduler
+            # asks about it: the filter takes that record for the same resourceVersion
+            # (convert.VersionMemo).
+            pod_from_k8s(body, record=False, memo=True)
         names = kube_asks(order, start, sample, draws)
         start = (start + sample) % len(order)  # every node feasible: kube's next sample starts after
         kept = (await ask("filter", {"Pod": body, "NodeNames": names}, phase, meta["name"]))["NodeNames"]
@@ -200,6 +314,10 @@ def run(
             raise RuntimeError(f"{meta['name']} was not placed: {kept!r}")
         bind = {"PodName": meta["name"], "PodNamespace": NAMESPACE, "PodUID": meta["uid"], "Node": kept[0]}
         await ask("bind", bind, phase, meta["name"])
+        if watch:
+            shown = bound(body, kept[0], records.pop(meta["uid"]))
+            event(BOUND, shown, phase)
+            event(STARTED, started(shown), phase)
 
     async def phases() -> Counter[str]:
         for i in range(pods):
@@ -210,8 +328,12 @@ def run(
         return spent
 
     spent = asyncio.run(phases())
+    if watch:  # each pod's parts, summed pod by pod (every part is timed once a pod, in order)
+        for phase in ("warm", "cold"):
+            parts = [times[(phase, verb)] for verb in ("filter", SETTLED, "bind", CREATED, BOUND, STARTED)]
+            times[(phase, WHOLE)] = [sum(each) for each in zip(*parts, strict=True)]
     rows = []
-    for verb in ("filter", "bind"):
+    for verb in ("filter", "bind", *((SETTLED, CREATED, BOUND, STARTED, WHOLE) if watch else ())):
         warm, cold = latency(times[("warm", verb)]), latency(times[("cold", verb)])
         rows.append(
             [
@@ -231,6 +353,9 @@ def run(
     return rows, spent, times[("cold", "filter")]
 
 
+CREATED, BOUND, STARTED = "watch: created", "watch: bound", "watch: started"
+SETTLED = "filter: after the answer"  # Placer.settle: the reservation, the decision's summary
+WHOLE = "the pod, all of the above"
 CANDIDATES = "(the candidates made from the names)"
 REST = "(the rest: the request read, the totals and the tie, the answer)"
 
@@ -291,11 +416,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--existing", type=int, default=25000, help="running pods")
     parser.add_argument("--pods", type=int, default=600, help="new pods in each phase, warm and cold")
     parser.add_argument("--steps", action="store_true", help="the cold filter's time by step")
+    parser.add_argument(
+        "--watch", action="store_true", help="the pod's watch events too: created, bound, started"
+    )
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.existing < 0 or args.pods < 1:
         parser.error("--nodes and --pods must be at least 1, --existing at least 0")
     began = time.perf_counter()
-    rows, spent, filters = run(args.nodes, args.existing, args.pods, args.shape)
+    rows, spent, filters = run(args.nodes, args.existing, args.pods, args.shape, watch=args.watch)
     print(table("Kube's sample in process: a new pod, warm and cold", HEADERS, rows))
     if args.steps:
         print(table("Where the cold filter's time goes", STEP_HEADERS, step_rows(spent, filters)))

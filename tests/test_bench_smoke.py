@@ -268,6 +268,22 @@ def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the
     assert all(_number(r["cold us a filter (mean)"]) >= 0 for r in parts.values())
 
 
+def test_the_sampled_benchmark_with_the_watch_counts_every_part_of_a_pod(tmp_path):
+    """bench.sampled --watch: besides filter and bind, the bookkeeping after the filter's answer and
+    the pod's three watch events, each timed, and each pod's parts summed."""
+    out = _bench(
+        ["bench.sampled", "--nodes", "300", "--existing", "600", "--pods", "20", "--watch"], tmp_path
+    )
+    rows = {r["verb"]: r for r in _tables(out)["Kube's sample in process: a new pod, warm and cold"]}
+    parts = ["filter", "bind", "filter: after the answer", "watch: created", "watch: bound", "watch: started"]
+    assert set(rows) == {*parts, "the pod, all of the above"}
+    for phase in ("warm", "cold"):
+        for row in rows.values():
+            assert 0 < _number(row[f"{phase} p50 ms"]) <= _number(row[f"{phase} p99 ms"])
+        whole = _number(rows["the pod, all of the above"][f"{phase} p50 ms"])
+        assert whole > max(_number(rows[p][f"{phase} p50 ms"]) for p in parts)  # each part > 0
+
+
 def test_a_scale_run_says_how_long_berth_took_to_answer_filter_and_bind():
     """The mean answer per verb over a run, from berth serve's own latency histogram before and
     after it; a run where berth was not asked (kube's own) says so."""
