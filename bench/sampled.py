@@ -173,14 +173,16 @@ def stored(body: dict[str, Any], uid: str, version: int) -> dict[str, Any]:
         priority=0,
         enableServiceLinks=True,
         preemptionPolicy="PreemptLowerPriority",
-        tolerations=[
-            {"key": f"node.kubernetes.io/{why}", "operator": "Exists", "effect": "NoExecute"}
-            | {"tolerationSeconds": 300}
-            for why in ("not-ready", "unreachable")
-        ],
+        # The pod's own tolerations, then the two DefaultTolerationSeconds adds.
+        tolerations=[*spec.get("tolerations", ()), *map(_not_ready_for, ("not-ready", "unreachable"))],
     )
     body["status"] = {"phase": "Pending", "qosClass": "Burstable"}
     return body
+
+
+def _not_ready_for(why: str) -> dict[str, Any]:
+    key = f"node.kubernetes.io/{why}"
+    return {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
 
 
 def bound(obj: dict[str, Any], node: str, annotations: dict[str, str]) -> dict[str, Any]:
