@@ -199,6 +199,8 @@ def request_counts(page: str) -> dict[str, float]:
                 key, amount = f"watch events {resource}", sample.value
             elif sample.name == "apiserver_watch_events_sizes_sum":
                 key, amount = f"watch KB {resource}", sample.value / 1024
+            elif sample.name == "apiserver_terminated_watchers_total":
+                key, amount = f"{ENDED_WATCHES} {resource}", sample.value
             elif (
                 sample.name in (BINDING_SECONDS, BINDING_COUNT)
                 and labels.get("verb") == "POST"
@@ -226,13 +228,29 @@ def binding_ms(before: dict[str, float], after: dict[str, float]) -> float | Non
     return (after.get(BINDING_SECONDS, 0.0) - before.get(BINDING_SECONDS, 0.0)) / count * 1000
 
 
+# kube-apiserver's count of the watches it ended because the watcher did not keep up
+# (`apiserver_terminated_watchers_total`): each is a watcher that must catch up, or list everything again.
+ENDED_WATCHES = "watches ended, too slow:"
+
+
+def lists_and_ended_watches(before: dict[str, float], after: dict[str, float]) -> str:
+    """What a run cost in whole lists and watches the API server gave up on, counted per run (a pod's
+    share of one would hide it): a watcher that falls behind during a run, `berth serve`'s included,
+    shows here as an ended watch and, if it has to list again, as a LIST."""
+    rows = []
+    for key, value in sorted(after.items()):
+        if key.startswith(("LIST ", ENDED_WATCHES)) and value - before.get(key, 0.0) >= 1:
+            rows.append(f"{key} {value - before.get(key, 0.0):.0f}")
+    return ", ".join(rows) or "none"
+
+
 def requests_per_pod(before: dict[str, float], after: dict[str, float], pods: int) -> str:
     """What a run asked of the API server per pod placed, the largest first (LIST and WATCH left out
     but for the watch events sent)."""
     rows = []
     for key, value in after.items():
         per_pod = (value - before.get(key, 0.0)) / max(1, pods)
-        if per_pod >= 0.01 and not key.startswith(("LIST", "WATCH", "apiserver_")):
+        if per_pod >= 0.01 and not key.startswith(("LIST", "WATCH", "apiserver_", ENDED_WATCHES)):
             rows.append((per_pod, key))
     return ", ".join(f"{key} {value:.2f}" for value, key in sorted(rows, reverse=True))
 
@@ -882,6 +900,7 @@ async def scale_run(
     )
     asked_after = await api.requests()
     asked = requests_per_pod(asked_before, asked_after, new)
+    whole = lists_and_ended_watches(asked_before, asked_after)
     binding_mean = binding_ms(asked_before, asked_after)
     binding = "-" if binding_mean is None else f"{binding_mean:.2f}"
     counted_after = await asyncio.to_thread(counts)
@@ -916,7 +935,7 @@ async def scale_run(
     print(
         f"[bench] scale {nodes}/{existing}/{new} {scheduler}: {len(times)}/{new} bound, {rate:.1f} pods/s, "
         f"{broken} violations, attempts {attempts}, berth binds {binds}; {answered}; "
-        f"the API server's Binding (mean ms): {binding}; per pod: {asked}",
+        f"the API server's Binding (mean ms): {binding}; per pod: {asked}; lists and ended watches: {whole}",
         file=sys.stderr,
         flush=True,
     )

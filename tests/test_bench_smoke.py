@@ -200,6 +200,25 @@ def test_a_scale_run_says_what_it_asked_of_the_api_server_per_pod():
     # the API server's own time for the run's 20 Bindings: 1.0 s, 50 ms each (other requests' left out)
     assert e2e.binding_ms(before, after) == pytest.approx(50.0)
     assert e2e.binding_ms(after, after) is None
+    # the lists are counted per run, not per pod; no watch was ended
+    assert e2e.lists_and_ended_watches(before, after) == "LIST pods 6"
+    assert e2e.lists_and_ended_watches(after, after) == "none"
+
+
+def test_a_scale_run_counts_the_watches_the_api_server_ended_for_falling_behind():
+    """A watcher that does not keep up (berth serve's, during a run) is ended by kube-apiserver and
+    must catch up or list again: the run says how many, however few, beside the lists."""
+    from bench import e2e
+
+    page = (
+        'apiserver_terminated_watchers_total{group="",resource="pods",version="v1"} %d\n'
+        'apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="cluster",subresource="",verb="LIST",version="v1"} %d\n'
+    )
+    before, after = e2e.request_counts(page % (2, 1)), e2e.request_counts(page % (3, 3))
+    assert e2e.lists_and_ended_watches(before, after) == "LIST pods 2, watches ended, too slow: pods 1"
+    # said once, per run: not again among the per-pod figures
+    assert "watches ended" not in e2e.requests_per_pod(before, after, 1)
 
 
 def test_a_run_with_the_floor_compares_berth_with_the_floor_and_the_floor_with_kube():
