@@ -11,8 +11,9 @@ from fastapi.testclient import TestClient
 import berth.cluster.convert as convert
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
+from berth.cluster.placement_record import seed_for
 from berth.extender.app import create_app
-from berth.extender.placer import Placer, seed_for
+from berth.extender.placer import Placer
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view

@@ -342,8 +342,9 @@ def sampled_worlds(draw: st.DrawFn) -> dict:
 @given(sampled_worlds())
 def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(world):
     from berth.cluster.convert import pod_from_k8s
+    from berth.cluster.placement_record import seed_for
     from berth.engine import decide
-    from berth.extender.placer import Placer, seed_for
+    from berth.extender.placer import Placer
     from berth.extender.serve import SnapshotCluster
     from berth.pipeline import default_pipeline
     from tests.builders import node, pod, view

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import orjson
 
 from berth import annotations as ann
 from berth.analysis.audit import PodFindings, audit_pod, hard_only, subjects, youngest_first
+from berth.cluster import placement_record
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Pipeline, decide
@@ -103,16 +103,6 @@ class Plan:
         }
 
 
-def moved_by_rebalance(pod: Pod) -> bool:
-    """The pod was placed on the node a rebalance planned for it (its placement record says so)."""
-    if not pod.record:
-        return False
-    try:
-        return bool(orjson.loads(pod.record).get("planned"))
-    except (orjson.JSONDecodeError, AttributeError):
-        return False
-
-
 def not_evictable(pod: Pod, *, include_bare: bool = False) -> str | None:
     """Why the pod must not be evicted, or None."""
     if pod.deleting:
@@ -175,7 +165,7 @@ def plan(
     spent: Counter = Counter()  # (namespace, budget) -> disruptions the round's moves use
     # Youngest first, as audit counts the excess; the pods a rebalance moved come last (a stable sort).
     pods = [pod for pod, _ in breaking.values()]
-    for i, pod in enumerate(sorted(youngest_first(pods), key=moved_by_rebalance)):
+    for i, pod in enumerate(sorted(youngest_first(pods), key=placement_record.planned)):
         # Asked again only once a move has changed the view.
         found = audit_pod(view, here, pod) if out.moves else breaking[pod.key][1]
         rule_names = tuple(dict.fromkeys(v.rule for v in found.violations))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from berth.cli.options import (
@@ -17,7 +16,7 @@ from berth.cli.sources import (
     find_pod,
     source_snapshot,
 )
-from berth.cluster.model import Pod
+from berth.cluster import placement_record
 from berth.engine.decide import decide
 from berth.engine.decision import Decision
 from berth.output import add_output_args, emit, render
@@ -51,18 +50,16 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.extender.placer import seed_for
-
     snapshot = source_snapshot(args)
     pod = find_pod(snapshot, args.pod, args.namespace, args.all_namespaces)
     key = pod.key
-    record = _record(pod)
+    record = placement_record.read(pod)
     if args.seed is not None:
         seed = args.seed
     elif isinstance(record.get("seed"), int):
         seed = record["seed"]
     else:
-        seed = seed_for(pod)
+        seed = placement_record.seed_for(pod)
     config = allocator_config(args.config)
     decision = decide(pod, snapshot.view, build_pipeline(config, offline=True), seed=seed)
     where = f"is on {pod.node_name}" if pod.node_name else "is not placed"
@@ -105,17 +102,6 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     return exit_code([decision])
-
-
-def _record(pod: Pod) -> dict[str, Any]:
-    """The berth.dev/placement record on a pod ({} when it has none or it cannot be read)."""
-    if not pod.record:
-        return {}
-    try:
-        record = json.loads(pod.record)
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 def _record_line(record: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ import msgspec
 import orjson
 
 from berth import annotations as ann
+from berth.cluster import placement_record
 from berth.cluster.model import (
     AffinityTerm,
     HostPort,
@@ -637,7 +638,7 @@ def pod_from_k8s(
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     annotations = _berth_annotations(meta, source)
-    placement = annotations.pop(ann.PLACEMENT_RECORD, "")
+    placement = placement_record.strip(annotations)
     uid = meta.get("uid") or ""
     keyed = memo and type(uid) is str and bool(uid)
     fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec) if keyed else None

@@ -14,21 +14,20 @@ import asyncio
 import contextlib
 import logging
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-import msgspec
-
 from berth.analysis.preemption import Victims, nominated_here, overlay, select_victims
+from berth.cluster import placement_record
 from berth.cluster.convert import decoded_pod, pod_from_k8s, watched_pod
 from berth.cluster.kube_order import KubeOrder
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
 from berth.cluster.names import Found, Guessed
+from berth.cluster.placement_record import seed_for
 from berth.cluster.view import ClusterView
 from berth.engine import Decision, Event, Pipeline, decide, listed
 from berth.engine.types import Kind
@@ -42,7 +41,6 @@ from berth.extender.sample import (
     sampled,
     thin,
 )
-from berth.vocab.planned_target import EVENT as PLANNED_EVENT
 
 log = logging.getLogger("berth.extender")
 
@@ -50,7 +48,6 @@ DECISION_CACHE = 10_000
 # The events a placed pod can get (`berth serve --placement-events`); refusals and invalid
 # specifications are always recorded.
 PLACEMENT_EVENTS = ("Placed", "HadNoChoice", "FinalCandidates", "HighestAffinity")
-RECORD_ANNOTATION = "berth.dev/placement"
 # A NodeNames array of this many names or more is found in the view's name table; fewer cost less
 # decoded (numpy's fixed cost per call; measured in the extender's filter at 500 to 5000 names).
 FIND_FROM_NAMES = 1200
@@ -109,12 +106,6 @@ class Remembered:
     node_generation: int = -1
     policy_generation: int = -1
     record: Pod | None = None
-
-
-def seed_for(pod: Pod) -> int:
-    """A pod's own seed: the same pod breaks ties the same way, and `berth simulate --seed` with the
-    seed from its event replays the decision."""
-    return zlib.crc32((pod.uid or pod.key).encode())
 
 
 class Placer:
@@ -808,9 +799,8 @@ class Placer:
             outcome = "rechecked"
             decision = remembered.decision if remembered else check
         try:
-            await self.binder(
-                pod, args.node, {RECORD_ANNOTATION: placement_record(decision, args.node, self.digest)}
-            )
+            record = placement_record.write(decision, args.node, self.digest)
+            await self.binder(pod, args.node, {placement_record.ANNOTATION: record})
         except Exception as exc:
             if refused_for_sure(exc):
                 self.cluster.release(pod)
@@ -886,39 +876,6 @@ def placement_events(decision: Decision, node: str, wanted: frozenset[str]) -> l
             event = Event(event.type, event.reason, f"{event.message}; seed {decision.seed}")
         out.append(event)
     return out
-
-
-def placement_record(decision: Decision, node: str, digest: str) -> str:
-    """The `berth.dev/placement` annotation, compact JSON: the node, its score, the margin to the
-    runner-up, the top candidates with their scores, how many nodes were feasible and how many of them
-    each step set aside, whether it had no choice, the seed, and the digest of the chain and
-    configuration that decided."""
-    summary = decision.summary
-    record: dict[str, Any] = {"node": node}
-    if summary is not None and node == decision.chosen:
-        record["score"] = _round(summary.score)
-        if summary.margin is not None:
-            record["margin"] = _round(summary.margin)
-        record["top"] = [[name, _round(score)] for name, score in summary.top]
-        record["feasible"] = summary.feasible
-        if summary.set_aside:  # why top lists fewer nodes than feasible counts
-            record["setAside"] = dict(summary.set_aside)
-    elif node != decision.chosen:
-        record["ranked"] = decision.chosen  # the scheduler bound another node than berth's first
-    record["noChoice"] = decision.had_no_choice
-    if node == decision.chosen and any(e.reason == PLANNED_EVENT for e in decision.events):
-        record["planned"] = True  # the node berth rebalance planned (berth.analysis.rebalance reads it)
-    record["seed"] = decision.seed
-    record["chain"] = digest
-    return RECORD_ENCODER.encode(record).decode()
-
-
-RECORD_ENCODER = msgspec.json.Encoder()
-
-
-def _round(value: float) -> float | int:
-    rounded = round(value, 6)
-    return int(rounded) if rounded == int(rounded) else rounded
 
 
 def _preemption_message(pod: Pod, node: str, added: list[Pod], spared: list[Pod], victims: Victims) -> str:

@@ -9,12 +9,13 @@ to where it was, nor where the ranking alone would put it.
 
 from __future__ import annotations
 
+from berth.cluster.placement_record import PLANNED_EVENT
 from berth.cluster.view import NodeState
 from berth.engine.step import PodContext, Skipped, Tier, skip
 from berth.engine.types import Event, Kind, Reason, StepTrace
 from berth.vocab.step_names import PLANNED_TARGET
 
-EVENT = "RebalanceTarget"  # the placement record says `planned` when the decision has it
+EVENT = PLANNED_EVENT  # the placement record says `planned` when the decision has it
 
 
 class PlannedTarget(Tier[frozenset[str]]):
