@@ -52,8 +52,8 @@ from berth.cluster.live import LiveCluster
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.engine import Step, chain
-from berth.extender.app import create_app
-from berth.extender.placer import Placer
+from berth.extender.app import build_extender
+from berth.extender.placer import Placer, Writes
 from berth.extender.sample import feasible_nodes_to_find
 from berth.extender.serve import GC_THRESHOLDS, SnapshotCluster, _no_binding
 from berth.pipeline import build_pipeline
@@ -252,15 +252,14 @@ def run(
     async def binder(pod: Pod, node: str, annotations: dict[str, str]) -> None:
         records[pod.uid] = annotations
 
-    placer = Placer(
+    app = build_extender(
         cluster,
-        online=build_pipeline(None, offline=False),
-        offline=build_pipeline(None, offline=True),
-        binder=binder if watch else _no_binding,
-        recorder=_no_events,
+        rules=build_pipeline(None, offline=False),
+        with_kube=build_pipeline(None, offline=True),
+        writes=Writes(bind=binder if watch else _no_binding, record=_no_events),
         kube_sample={PROFILE: 0},
     )
-    verbs = create_app(placer).verbs
+    verbs = app.verbs
     # As `berth serve` does: the world is long-lived, out of every later collection.
     gc.collect()
     gc.freeze()
@@ -277,7 +276,7 @@ def run(
         began = time.perf_counter_ns()
         answered: list[int] = []
         # Timed until the answer is handed over, as the hot protocol writes it: what kube-scheduler's
-        # cycle waits for (the bookkeeping after it, Placer.settle, is not).
+        # cycle waits for (the bookkeeping after it, Placer.bookkeep, is not).
         status, answer = await verbs.answer(verb, encoded, lambda *_: answered.append(time.perf_counter_ns()))
         times.setdefault((phase, verb), []).append(answered[0] - began)
         if watch and verb == "filter":  # the bookkeeping is berth serve's work too
@@ -356,7 +355,7 @@ def run(
 
 
 CREATED, BOUND, STARTED = "watch: created", "watch: bound", "watch: started"
-SETTLED = "filter: after the answer"  # Placer.settle: the reservation, the decision's summary
+SETTLED = "filter: after the answer"  # Placer.bookkeep: the reservation, the decision's summary
 WHOLE = "the pod, all of the above"
 CANDIDATES = "(the candidates made from the names)"
 REST = "(the rest: the request read, the totals and the tie, the answer)"
@@ -365,9 +364,9 @@ REST = "(the rest: the request read, the totals and the tie, the answer)"
 @contextmanager
 def steps_timed() -> Iterator[Counter[str]]:
     """The nanoseconds each step of the chain takes, summed by step name, and those of making the
-    candidates from the names asked about (the names' slots found in Placer.asked, the candidate set
+    candidates from the names asked about (the names' slots found in Placer.nodes_asked, the candidate set
     in the engine), while the block runs."""
-    run_step, candidates, asked = chain._run_step, DECIDE._candidates, Placer.asked
+    run_step, candidates, asked = chain._run_step, DECIDE._candidates, Placer.nodes_asked
     spent: Counter[str] = Counter()
 
     def timed_run(step: Step, *args: Any) -> Any:
@@ -391,11 +390,11 @@ def steps_timed() -> Iterator[Counter[str]]:
         finally:
             spent[CANDIDATES] += time.perf_counter_ns() - began
 
-    chain._run_step, DECIDE._candidates, Placer.asked = timed_run, timed_candidates, timed_asked
+    chain._run_step, DECIDE._candidates, Placer.nodes_asked = timed_run, timed_candidates, timed_asked
     try:
         yield spent
     finally:
-        chain._run_step, DECIDE._candidates, Placer.asked = run_step, candidates, asked
+        chain._run_step, DECIDE._candidates, Placer.nodes_asked = run_step, candidates, asked
 
 
 def step_rows(spent: Counter[str], filters_ns: list[int], top: int = 12) -> list[list[Any]]:

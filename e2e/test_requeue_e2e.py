@@ -3,7 +3,7 @@ against kube-scheduler v1.36.3 and v1.38.0-beta.0.
 
 kube-scheduler does not watch PlacementPolicies: without berth's retry such a pod waits for an
 unrelated cluster event or kube's flush of unschedulable pods (5 minutes). The operator writes one
-condition on the pod's status (berth.operator.requeue); these tests pin that kube-scheduler moves an
+condition on the pod's status (berth.operator.policy_requeue); these tests pin that kube-scheduler moves an
 unschedulable pod an extender refused back to its active queue on that update, so that an upstream
 change fails here rather than for users.
 """

@@ -310,22 +310,21 @@ def test_a_scale_run_says_how_long_berth_took_to_answer_filter_and_bind():
 
     from bench import e2e
     from berth.cluster.view import ClusterView
-    from berth.extender.app import create_app
-    from berth.extender.placer import Placer
+    from berth.extender.app import build_extender
+    from berth.extender.placer import Writes
     from berth.extender.serve import SnapshotCluster, _no_binding
     from berth.pipeline import build_pipeline
 
     async def _no_events(pod, events) -> None:
         return None
 
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(ClusterView()),
-        online=build_pipeline(None, offline=False),
-        offline=build_pipeline(None, offline=True),
-        binder=_no_binding,
-        recorder=_no_events,
+        rules=build_pipeline(None, offline=False),
+        with_kube=build_pipeline(None, offline=True),
+        writes=Writes(bind=_no_binding, record=_no_events),
     )
-    metrics = create_app(placer).app.state.metrics
+    metrics = app.app.state.metrics
 
     def counts() -> dict[str, float]:
         text = generate_latest(metrics.registry).decode()

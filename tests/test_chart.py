@@ -215,20 +215,19 @@ def test_the_operator_checks_pods_against_the_allocator_configuration_berth_serv
 
 def _berth_metric_names() -> set[str]:
     """Every series name berth's extender exports (a histogram's and a counter's included)."""
-    from berth.extender.app import create_app
-    from berth.extender.placer import Placer
+    from berth.extender.app import build_extender
+    from berth.extender.placer import Writes
     from berth.extender.serve import SnapshotCluster
     from berth.pipeline import default_pipeline
     from tests.builders import view
 
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view()),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=None,
-        recorder=None,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=None, record=None),
     )
-    registry = create_app(placer).state.metrics.registry
+    registry = app.state.metrics.registry
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
     return {f.name + suffix for f in registry.collect() for suffix in suffixes[f.type]}
 

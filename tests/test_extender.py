@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -12,8 +13,8 @@ import berth.cluster.convert as convert
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.placement_record import seed_for
-from berth.extender.app import create_app
-from berth.extender.placer import Placer
+from berth.extender.app import build_extender
+from berth.extender.placer import Writes
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -34,15 +35,14 @@ def serve():
             events.extend((p.key, e.reason, e.message) for e in evs)
 
         cluster = SnapshotCluster(view(*objects))
-        placer = Placer(
+        app = build_extender(
             cluster,
-            online=default_pipeline(offline=False),
-            offline=default_pipeline(offline=True),
-            binder=binder,
-            recorder=recorder,
+            rules=default_pipeline(offline=False),
+            with_kube=default_pipeline(offline=True),
+            writes=Writes(bind=binder, record=recorder),
             placement_events=placement_events,
         )
-        client = TestClient(create_app(placer))
+        client = TestClient(app)
         client.events, client.bound, client.cluster, client.records = events, bound, cluster, records
         return client
 
@@ -205,7 +205,7 @@ def test_bind_puts_the_placement_record_on_the_binding_and_writes_no_event_by_de
     assert record["margin"] == round(record["top"][0][1] - record["top"][1][1], 6) > 0
     assert record["feasible"] == 3 and record["noChoice"] is False
     assert record["seed"] == seed_for(pod_from_k8s(pod("p", uid="u")))
-    assert record["chain"] == placer.online.digest and len(record["chain"]) == 12
+    assert record["chain"] == placer.rules.digest and len(record["chain"]) == 12
     assert [e for e in client.events if e[1] in ("Placed", "HadNoChoice", "FinalCandidates")] == []
 
 
@@ -426,7 +426,8 @@ def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surel
     async def broken_binder(pod_, node_, annotations):
         raise RuntimeError("connection reset")
 
-    client.app.state.placer.binder = broken_binder
+    placer = client.app.state.placer
+    placer.writes = dataclasses.replace(placer.writes, bind=broken_binder)
     chosen_pod = pod("p", uid="u")
     client.post("/filter", json=_args(chosen_pod, ["n1", "n2"]))
     client.post("/prioritize", json=_args(chosen_pod, ["n1", "n2"]))  # berth reserves its choice
@@ -442,7 +443,7 @@ def test_a_failed_binding_is_an_error_and_frees_the_node_only_when_the_api_surel
     async def refusing_binder(pod_, node_, annotations):
         raise ApiError("POST binding: 404 pods not found", status=404)
 
-    client.app.state.placer.binder = refusing_binder
+    placer.writes = dataclasses.replace(placer.writes, bind=refusing_binder)
     response = client.post(
         "/bind", json={"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
     )

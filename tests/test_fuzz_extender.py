@@ -9,8 +9,8 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from berth.extender.app import MAX_BODY_BYTES, create_app
-from berth.extender.placer import Placer
+from berth.extender.app import MAX_BODY_BYTES, build_extender
+from berth.extender.placer import Writes
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -26,14 +26,13 @@ async def _no_events(pod, events):
 
 def _app():
     cluster = SnapshotCluster(view(node("n1"), node("n2"), pod("web", node="n1", tags=["web"])))
-    placer = Placer(
+    app = build_extender(
         cluster,
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=_no_bind,
-        recorder=_no_events,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=_no_bind, record=_no_events),
     )
-    return create_app(placer)
+    return app
 
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", _app())

@@ -13,8 +13,8 @@ from typing import Any
 import uvicorn
 
 from berth.extender import protocol
-from berth.extender.app import create_app
-from berth.extender.placer import Placer
+from berth.extender.app import build_extender
+from berth.extender.placer import Placer, Writes
 from berth.extender.protocol import HotProtocol
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
@@ -43,14 +43,13 @@ async def hot_server(*objects: dict[str, Any]) -> AsyncIterator[Server]:
     async def recorder(p, evs):
         return None
 
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view(*(objects or (node("n1"), node("n2"), pod("web-0", uid="u-0"))))),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=binder,
-        recorder=recorder,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=binder, record=recorder),
     )
-    app = create_app(placer)
+    placer = app.state.placer
 
     async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -248,21 +247,21 @@ def test_every_decision_kept_for_bind_has_its_summary_worked_out_once_the_call_i
     async def recorder(p, evs):
         return None
 
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view(node("n1"), node("n2"))),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=None,
-        recorder=recorder,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=None, record=recorder),
     )
-    verbs = create_app(placer).verbs
+    placer = app.state.placer
+    verbs = app.verbs
     answered = []
     for i, verb in enumerate(("filter", "prioritize", "filter")):
         body = {"Pod": pod(f"p-{i}", uid=f"u-{i}", phase="Pending"), "Nodes": None, "NodeNames": ["n1", "n2"]}
         status, _ = asyncio.run(
             verbs.answer(verb, json.dumps(body).encode(), lambda s, a: answered.append(s))
         )
-        kept = placer._recall(f"u-{i}", f"default/p-{i}")
+        kept = placer.decisions.recall(f"u-{i}", f"default/p-{i}")
         assert status == 200 and kept is not None and kept.decision.chosen in ("n1", "n2")
         assert kept.decision._rest is None or kept.decision._rest.work is None  # worked out, ledger let go
         assert kept.decision.summary is not None and kept.decision.events[-1].reason == "Placed"

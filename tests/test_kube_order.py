@@ -184,7 +184,7 @@ def test_filter_calls_recalled_answer_as_the_decoded_ones():
     names = [f"worker-{i:03d}" for i in range(120)]
     kube = random.Random(6).sample(names, len(names))
     recalling, decoding = _client(names), _client(names)
-    decoding.app.verbs.placer.asked = lambda args: args.candidate_names()  # decoded, found in decide
+    decoding.app.verbs.placer.nodes_asked = lambda args: args.candidate_names()  # decoded, found in decide
     start = 0
     for i in range(40):
         web = pod(f"web-{i}", tags=["web"], affinity={"require_without_tag": ["db"]}, uid=f"u-web-{i}")

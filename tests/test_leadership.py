@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.leadership import Leadership
-from berth.extender.app import create_app
-from berth.extender.placer import NOT_LEADING, Placer
+from berth.extender.app import build_extender
+from berth.extender.placer import NOT_LEADING, Writes
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -86,15 +86,14 @@ def test_a_replica_whose_scheduler_does_not_lead_refuses_filter_and_bind_with_an
     async def nothing(*_: Any) -> None:
         return None
 
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view(node("n1"))),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=nothing,
-        recorder=nothing,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=nothing, record=nothing),
         leadership=Lapsed(),
     )
-    client = TestClient(create_app(placer))
+    client = TestClient(app)
     new = pod("p", uid="u")
     assert client.post("/filter", json={"Pod": new, "NodeNames": ["n1"]}).json()["Error"] == NOT_LEADING
     bind = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}

@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 
 from berth.cluster.kubeapi import ApiError
 from berth.errors import BerthError
-from berth.extender.app import create_app, readiness
-from berth.extender.placer import Placer
+from berth.extender.app import build_extender, readiness
+from berth.extender.placer import Writes
 from berth.extender.scrape import DelegatedAuth, NoAuth, health_app
 from berth.extender.serve import SnapshotCluster, loopback
 from berth.pipeline import default_pipeline
@@ -53,14 +53,14 @@ class FakeApiServer:
 
 
 def _port_app(auth):
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view(node("n1"))),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=None,
-        recorder=None,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=None, record=None),
     )
-    front = create_app(placer)
+    placer = app.state.placer
+    front = app
     return TestClient(health_app(lambda: readiness(placer), front.state.metrics.registry, auth))
 
 
@@ -210,14 +210,13 @@ def test_a_snapshot_has_no_api_server_to_ask_who_may_scrape(tmp_path):
 
 
 def test_verb_errors_are_counted_per_verb():
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view(node("n1"))),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=None,
-        recorder=None,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=None, record=None),
     )
-    client = TestClient(create_app(placer))
+    client = TestClient(app)
     assert 'berth_extender_errors_total{verb="filter"} 0.0' in client.get("/metrics").text
     assert client.post("/filter", content=b"{not json").status_code == 400
     assert 'berth_extender_errors_total{verb="filter"} 1.0' in client.get("/metrics").text

@@ -19,8 +19,8 @@ from berth.cluster import view as view_module
 from berth.cluster.names import NameTable
 from berth.cluster.view import Slots
 from berth.extender import placer as placer_module
-from berth.extender.app import create_app
-from berth.extender.placer import FIND_FROM_NAMES, Placer
+from berth.extender.app import build_extender
+from berth.extender.placer import FIND_FROM_NAMES, Writes
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -93,14 +93,13 @@ def test_found_names_are_exactly_the_names_asked(held, data):
 
 def _client(names):
     cluster = SnapshotCluster(view(*(node(n) for n in names), pod("db", node=names[0], tags=["db"])))
-    placer = Placer(
+    app = build_extender(
         cluster,
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=_nothing,
-        recorder=_nothing,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=_nothing, record=_nothing),
     )
-    return TestClient(create_app(placer))
+    return TestClient(app)
 
 
 async def _nothing(*args):
@@ -224,5 +223,5 @@ def test_a_filter_answers_the_same_with_its_names_guessed_or_found():
         body = {"Pod": web, "NodeNames": rng.sample(names, rng.randrange(2, len(names)))}
         guessed = _client(names).post("/filter", json=body).json()
         client = _client(names)
-        client.app.verbs.placer.asked = lambda args: args.candidate_names()  # decoded, found in decide
+        client.app.verbs.placer.nodes_asked = lambda args: args.candidate_names()  # decoded, found in decide
         assert client.post("/filter", json=body).json() == guessed

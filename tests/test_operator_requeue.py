@@ -1,4 +1,4 @@
-"""Pending pods retried when a PlacementPolicy that concerns them changes (berth.operator.requeue),
+"""Pending pods retried when a PlacementPolicy that concerns them changes (berth.operator.policy_requeue),
 through the handlers as kopf calls them and a client that records what is written."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from berth.cluster.kubeapi import ApiError
-from berth.operator import requeue
+from berth.operator import policy_requeue as requeue
 from berth.operator.handlers import policy_deleted, reconcile
 from tests.builders import pod
 from tests.policy_builders import placement_policy

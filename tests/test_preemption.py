@@ -8,8 +8,9 @@ from fastapi.testclient import TestClient
 
 from berth.analysis.preemption import select_victims
 from berth.cluster.convert import pod_from_k8s
-from berth.extender.app import create_app
-from berth.extender.placer import Placer
+from berth.extender.app import build_extender
+from berth.extender.placer import Writes
+from berth.extender.preempt import VICTIMS_GOING_SECONDS
 from berth.extender.serve import SnapshotCluster
 from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
@@ -152,14 +153,13 @@ def test_the_preempt_verb_answers_with_berths_victims_and_drops_what_berth_refus
     async def nothing(*_: Any) -> None:
         return None
 
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(v),
-        online=ONLINE,
-        offline=default_pipeline(offline=True),
-        binder=nothing,
-        recorder=nothing,
+        rules=ONLINE,
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=nothing, record=nothing),
     )
-    client = TestClient(create_app(placer))
+    client = TestClient(app)
     body = {
         "Pod": PREEMPTOR,
         "NodeNameToMetaVictims": {
@@ -207,14 +207,13 @@ def test_kubes_victim_is_reprieved_when_the_pod_berths_rule_needs_gone_frees_the
 
 
 def test_the_preempt_verb_answers_one_victim_where_kubes_and_berths_reasons_overlap():
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(view(*_three_nodes())),
-        online=ONLINE,
-        offline=OFFLINE,
-        binder=_nothing,
-        recorder=_nothing,
+        rules=ONLINE,
+        with_kube=OFFLINE,
+        writes=Writes(bind=_nothing, record=_nothing),
     )
-    client = TestClient(create_app(placer))
+    client = TestClient(app)
     for kubes in ("uid-filler-n2", "uid-batch-n2-a"):
         body = {
             "Pod": HIGH,
@@ -266,8 +265,10 @@ def test_a_budget_protected_kube_victim_is_put_back_before_the_others():
 
 def test_no_victims_are_proposed_where_the_pod_fits_without_evictions():
     v = view(node("n1", cpu="4"), _pod("small", 10, node="n1", cpu="500m"))
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
-    client = TestClient(create_app(placer))
+    app = build_extender(
+        SnapshotCluster(v), rules=ONLINE, with_kube=OFFLINE, writes=Writes(bind=_nothing, record=_nothing)
+    )
+    client = TestClient(app)
     body = {
         "Pod": HIGH,
         "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-small"}], "NumPDBViolations": 0}},
@@ -296,14 +297,13 @@ def test_a_pod_nominated_to_a_node_keeps_the_room_preemption_freed_there():
     async def nothing(*_: Any) -> None:
         return None
 
-    placer = Placer(
+    extender = build_extender(
         SnapshotCluster(v),
-        online=ONLINE,
-        offline=default_pipeline(offline=True),
-        binder=nothing,
-        recorder=nothing,
+        rules=ONLINE,
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=nothing, record=nothing),
     )
-    client = TestClient(create_app(placer))
+    client = TestClient(extender)
     lower = _pod("later", 10, labels=web)
     assert client.post("/filter", json={"Pod": lower, "NodeNames": ["n1", "n2"]}).json()["NodeNames"] == []
     higher = _pod("more-urgent", 200, labels=web)
@@ -328,14 +328,13 @@ def test_a_refusal_that_only_berths_rules_make_names_the_lower_priority_pods_tha
         _pod("batch", 1, node="n1", tags=["batch"]),
         _pod("other", 1, namespace="team-b", node="n1"),
     )
-    placer = Placer(
+    app = build_extender(
         SnapshotCluster(v),
-        online=ONLINE,
-        offline=default_pipeline(offline=True),
-        binder=nothing,
-        recorder=record,
+        rules=ONLINE,
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=nothing, record=record),
     )
-    client = TestClient(create_app(placer))
+    client = TestClient(app)
     urgent = _pod("urgent", 100, affinity={"require_without_tag": ["batch"]})
     assert client.post("/filter", json={"Pod": urgent, "NodeNames": ["n1"]}).json()["NodeNames"] == []
     ((reason, message),) = events
@@ -356,8 +355,10 @@ def test_the_preemptor_and_the_victims_berth_added_are_told_once_kube_nominated_
         events.extend((p.name, e.reason, e.message) for e in evs)
 
     v = view(*_three_nodes())
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=record)
-    client = TestClient(create_app(placer))
+    app = build_extender(
+        SnapshotCluster(v), rules=ONLINE, with_kube=OFFLINE, writes=Writes(bind=_nothing, record=record)
+    )
+    client = TestClient(app)
     body = {
         "Pod": HIGH,
         "NodeNameToMetaVictims": {
@@ -391,8 +392,10 @@ def test_nothing_is_told_where_berth_agreed_with_kubes_victims():
         events.extend(evs)
 
     v = view(node("n1", cpu="2"), _pod("filler", 1, node="n1", cpu="1500m"))
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=record)
-    client = TestClient(create_app(placer))
+    app = build_extender(
+        SnapshotCluster(v), rules=ONLINE, with_kube=OFFLINE, writes=Writes(bind=_nothing, record=record)
+    )
+    client = TestClient(app)
     plain = _pod("urgent", 100, cpu="1")
     body = {
         "Pod": plain,
@@ -436,22 +439,22 @@ def _asked_to_preempt(kube_victims: dict[str, str]) -> tuple[Any, TestClient, di
     """The three nodes, a placer over them, and kube-scheduler's preempt call for HIGH with one
     victim (its uid) per node."""
     v = view(*_three_nodes())
-    placer = Placer(SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing)
+    app = build_extender(
+        SnapshotCluster(v), rules=ONLINE, with_kube=OFFLINE, writes=Writes(bind=_nothing, record=_nothing)
+    )
     body = {
         "Pod": HIGH,
         "NodeNameToMetaVictims": {
             node: {"Pods": [{"UID": uid}], "NumPDBViolations": 0} for node, uid in kube_victims.items()
         },
     }
-    return v, TestClient(create_app(placer)), body
+    return v, TestClient(app), body
 
 
-def test_no_second_preemption_while_the_victims_of_the_first_are_going(monkeypatch):
+def test_no_second_preemption_while_the_victims_of_the_first_are_going():
     """kube-scheduler v1.38 may ask again before the nomination or the victims' end reaches its cache;
     a second answer would evict on another node too."""
     import msgspec
-
-    from berth.extender import placer as placer_module
 
     v, client, body = _asked_to_preempt({"n0": "uid-batch-n0-a", "n2": "uid-filler-n2"})
     first = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
@@ -462,8 +465,9 @@ def test_no_second_preemption_while_the_victims_of_the_first_are_going(monkeypat
     v.remove_pod("default/batch-n2-a")  # gone from the view, perhaps not yet from kube's cache
     assert not client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
     # Long after, a new preemption is a new question.
-    later = placer_module.time.monotonic() + placer_module.SETTLING_SECONDS + 1
-    monkeypatch.setattr(placer_module.time, "monotonic", lambda: later)
+    preemption = client.app.state.placer.preemption
+    later = preemption.clock() + VICTIMS_GOING_SECONDS + 1
+    preemption.clock = lambda: later
     again = client.post("/preempt", json=body).json()["NodeNameToMetaVictims"]
     assert "n0" in again
 
@@ -481,10 +485,14 @@ def test_the_pods_berth_refused_are_retried_once_a_pod_of_their_namespace_left_i
     v = view(
         node("n1"), _pod("batch", 1, node="n1", tags=["batch"]), _pod("other-ns", 1, namespace="b", node="n1")
     )
-    placer = Placer(
-        SnapshotCluster(v), online=ONLINE, offline=OFFLINE, binder=_nothing, recorder=_nothing, retry=retry
+    app = build_extender(
+        SnapshotCluster(v),
+        rules=ONLINE,
+        with_kube=OFFLINE,
+        writes=Writes(bind=_nothing, record=_nothing, retry=retry),
     )
-    client = TestClient(create_app(placer))
+    placer = app.state.placer
+    client = TestClient(app)
     waiting = _pod("web", 1, affinity={"require_without_tag": ["batch"]})
     assert client.post("/filter", json={"Pod": waiting, "NodeNames": ["n1"]}).json()["NodeNames"] == []
     v.add_pod(pod_from_k8s(waiting))  # pending, as the watch shows it
@@ -493,7 +501,7 @@ def test_the_pods_berth_refused_are_retried_once_a_pod_of_their_namespace_left_i
         gone = v.remove_pod(key)
         placer.pod_left(gone)
         await asyncio.sleep(0)
-        await asyncio.gather(*placer._background)
+        await asyncio.gather(*placer.background)
 
     asyncio.run(leave("b/other-ns"))  # another namespace: berth's rules did not count it
     assert retried == []
@@ -520,15 +528,14 @@ def test_the_node_kube_made_room_on_is_accepted_before_the_watch_shows_the_victi
     assert not client.post("/preempt", json={**body, "Pod": nominated}).json()["NodeNameToMetaVictims"]
 
 
-def test_victims_count_as_gone_only_on_the_nominated_node_and_only_for_a_while(monkeypatch):
-    from berth.extender import placer as placer_module
-
+def test_victims_count_as_gone_only_on_the_nominated_node_and_only_for_a_while():
     _, client, body = _asked_to_preempt({"n2": "uid-filler-n2"})
     client.post("/preempt", json=body)
     names = {"NodeNames": ["n2"]}
     elsewhere = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n1"}}
     assert client.post("/filter", json={"Pod": elsewhere, **names}).json()["NodeNames"] == []
-    later = placer_module.time.monotonic() + placer_module.SETTLING_SECONDS + 1
-    monkeypatch.setattr(placer_module.time, "monotonic", lambda: later)
+    preemption = client.app.state.placer.preemption
+    later = preemption.clock() + VICTIMS_GOING_SECONDS + 1
+    preemption.clock = lambda: later
     nominated = {**HIGH, "status": {"phase": "Pending", "nominatedNodeName": "n2"}}
     assert client.post("/filter", json={"Pod": nominated, **names}).json()["NodeNames"] == []

@@ -114,7 +114,7 @@ def test_a_nomination_berth_did_not_write_is_not_berths():
 def _placer(nodes: int, *, handed: list, events: list, objects: tuple = ()):
     """A placer on kube's adaptive sample over `nodes` nodes, the last holding a pod tagged db (or over
     `objects`, nodes and pods, when given)."""
-    from berth.extender.placer import Placer
+    from berth.extender.placer import Placer, Writes
     from berth.extender.serve import SnapshotCluster
     from berth.pipeline import default_pipeline
     from tests.builders import node, pod, view
@@ -137,12 +137,10 @@ def _placer(nodes: int, *, handed: list, events: list, objects: tuple = ()):
 
     placer = Placer(
         SnapshotCluster(v),
-        online=default_pipeline(offline=False),
-        offline=default_pipeline(offline=True),
-        binder=nothing,
-        recorder=record,
+        rules=default_pipeline(offline=False),
+        with_kube=default_pipeline(offline=True),
+        writes=Writes(bind=nothing, record=record, nominate=nominate),
         kube_sample={"berth-scheduler": 0},
-        nominate=nominate,
     )
     placer.loop = _loop()  # one loop: the writes of the nomination run in the background
     return placer
@@ -189,7 +187,7 @@ def _watch_shows(placer, pod_obj, *, condition=None, nominated=None, wait=0.01):
         status["nominatedNodeName"] = nominated
 
     async def shown() -> None:
-        placer.pod_status({**pod_obj, "status": status})  # (the watch calls it on berth serve's loop)
+        placer.pod_seen({**pod_obj, "status": status})  # (the watch calls it on berth serve's loop)
         await asyncio.sleep(wait)
 
     placer.loop.run_until_complete(shown())
@@ -226,9 +224,9 @@ def test_a_thin_pod_whose_node_is_outside_the_sample_is_handed_over_to_it():
 
 
 def test_the_nomination_is_written_after_a_while_when_kube_records_nothing(monkeypatch):
-    import berth.extender.placer as placer_module
+    import berth.extender.sample as sample_module
 
-    monkeypatch.setattr(placer_module, "WRITE_AFTER_AT_MOST", 0.02)
+    monkeypatch.setattr(sample_module, "WRITE_AFTER_AT_MOST", 0.02)
     handed, events = [], []
     placer = _placer(120, handed=handed, events=events)
     _filter(placer, _wants_db(), [f"n{i:03d}" for i in range(100)])
@@ -344,7 +342,7 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
     from berth.cluster.convert import pod_from_k8s
     from berth.cluster.placement_record import seed_for
     from berth.engine import decide
-    from berth.extender.placer import Placer
+    from berth.extender.placer import Placer, Writes
     from berth.extender.serve import SnapshotCluster
     from berth.pipeline import default_pipeline
     from tests.builders import node, pod, view
@@ -368,12 +366,10 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
 
         made = Placer(
             SnapshotCluster(view(*objects)),
-            online=online,
-            offline=offline,
-            binder=nothing,
-            recorder=nothing,
+            rules=online,
+            with_kube=offline,
+            writes=Writes(bind=nothing, record=nothing, nominate=nominate),
             kube_sample={"berth-scheduler": 0},
-            nominate=nominate,
         )
         made.loop = _loop()
         return made
@@ -545,8 +541,8 @@ def test_a_pod_is_considered_for_a_nomination_on_arrival_once():
         ),
     )
     decided = []
-    looked_past = placer._looked_past
-    placer._looked_past = lambda *a: decided.append(a[0].name) or looked_past(*a)
+    looked_past = placer.past_sample.looked_past
+    placer.past_sample.looked_past = lambda *a: decided.append(a[0].name) or looked_past(*a)
     for _ in range(3):
         _watch_shows(placer, _wants_db())
     assert decided == ["app"] and handed == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berth.cli.options import (
     add_config,
@@ -15,6 +15,9 @@ from berth.cli.sources import (
 )
 from berth.errors import BerthError
 from berth.pipeline import build_pipeline
+
+if TYPE_CHECKING:
+    from berth.extender.serve import ServeOptions
 
 
 def add_parser(sub: Any, prog: str) -> None:
@@ -102,23 +105,23 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.extender.sample import parse_profiles
-    from berth.extender.serve import MetricsPort, serve
+    from berth.extender.serve import serve
 
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise BerthError("--tls-cert and --tls-key go together")
+    serve(complete(args))
+    return 0
+
+
+def complete(args: argparse.Namespace) -> ServeOptions:
+    """The command line made into berth serve's options, each flag read once (serve validates them)."""
+    from berth.extender.sample import parse_profiles
+    from berth.extender.serve import MetricsPort, ServeOptions
+
+    lease = None
     if args.follow_lease is not None:
         namespace, _, name = args.follow_lease.partition("/")
         if not namespace or not name:
             raise BerthError(f"--follow-lease should be NAMESPACE/NAME, found {args.follow_lease!r}")
-        if args.cluster:
-            raise BerthError("--follow-lease goes with a live cluster, not --cluster")
-    if bool(args.metrics_cert) != bool(args.metrics_key):
-        raise BerthError("--metrics-cert and --metrics-key go together")
-    if args.metrics_port and args.metrics_auth == "delegated" and args.cluster:
-        raise BerthError(
-            "--metrics-auth delegated asks the API server who may scrape: with --cluster, use none"
-        )
+        lease = (namespace, name)
     config = allocator_config(args.config)
     try:
         kube_sample = parse_profiles(args.kube_sample)
@@ -129,12 +132,11 @@ def run(args: argparse.Namespace) -> int:
         metrics = MetricsPort(
             args.metrics_port, args.metrics_host, args.metrics_auth, args.metrics_cert, args.metrics_key
         )
-    serve(
-        metrics=metrics,
+    options = ServeOptions(
+        rules=build_pipeline(config, offline=False),
+        with_kube=build_pipeline(config, offline=True),
         host=args.host,
         port=args.port,
-        online=build_pipeline(config, offline=False),
-        offline=build_pipeline(config, offline=True),
         cluster_file=args.cluster,
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -143,15 +145,16 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         reservation_seconds=args.reservation_seconds,
         placement_events=_placement_events(args.placement_events),
-        follow_lease=args.follow_lease,
+        lease=lease,
         identity=args.identity,
+        metrics=metrics,
         kube_sample=kube_sample,
     )
-    return 0
+    return options
 
 
 def _placement_events(value: str) -> tuple[str, ...]:
-    from berth.extender.placer import PLACEMENT_EVENTS
+    from berth.extender.pod_events import PLACEMENT_EVENTS
 
     if value in ("", "none"):
         return ()

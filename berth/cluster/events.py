@@ -12,9 +12,9 @@ RETRY_CONDITION = "berth.dev/PlacementRetry"
 
 def retry_patch(reason: str, why: str, now: str | None = None) -> dict[str, Any]:
     """The status patch (strategic merge: conditions merge by type) that asks kube-scheduler to try a
-    pending pod again: an update of a pod an extender refused is one it requeues (berth.operator.requeue
-    says where in its code). Written by the operator when a PlacementPolicy changes and by berth serve
-    when a pod leaves a node."""
+    pending pod again: an update of a pod an extender refused is one it requeues
+    (berth.operator.policy_requeue says where in its code). Written by the operator when a
+    PlacementPolicy changes and by berth serve when a pod leaves a node."""
     now = now or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     condition = {
         "type": RETRY_CONDITION,

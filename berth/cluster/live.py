@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -24,6 +24,7 @@ from berth import annotations as ann
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.kubeapi import OPENED, ApiError, Credentials, KubeClient
 from berth.cluster.model import Pod
+from berth.cluster.per_pod import PodStates
 from berth.cluster.snapshot import Snapshot
 from berth.cluster.view import ClusterView
 from berth.errors import BerthError
@@ -52,6 +53,16 @@ WORKLOADS = (
     ("Namespace", "namespaces", "/api/v1/namespaces"),
     ("PodDisruptionBudget", "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets"),
 )
+
+
+class PodHandler(Protocol):
+    """What a server is told of the pods the watch shows (berth.extender.placer.Placer)."""
+
+    def pod_seen(self, obj: dict[str, Any]) -> None:
+        """Every pod as the watch shows it, once the view holds it."""
+
+    def pod_left(self, gone: Pod) -> None:
+        """A bound pod left its node (deleted, or done), once the view no longer holds it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,15 +206,14 @@ class LiveCluster:
         *,
         reservation_seconds: float = RESERVATION_SECONDS,
         verify_every: float = VERIFY_EVERY_SECONDS,
+        pod_states: PodStates | None = None,
     ) -> None:
+        """`pod_states`: what the server keeps per pod (berth.cluster.per_pod), forgotten here when the
+        watch shows a pod gone or bound."""
         self.client = client
         self.view = ClusterView()
-        # Told of every bound pod that left its node (deleted, or done), once the view no longer holds
-        # it: berth serve asks kube-scheduler to retry the pods it refused (Placer.pod_left).
-        self.on_left: Callable[[Pod], None] | None = None
-        # Every pod as the watch shows it: berth serve writes a hand-over's nomination once
-        # kube-scheduler has recorded the attempt (Placer.pod_status).
-        self.on_pod: Callable[[dict[str, Any]], None] | None = None
+        self.pod_states = pod_states if pod_states is not None else PodStates()
+        self._handlers: list[PodHandler] = []
         self.last_event = 0.0
         self.reservation_seconds = reservation_seconds
         self.verify_every = verify_every
@@ -272,6 +282,11 @@ class LiveCluster:
             forbidden_ok=True,
         )
 
+    def add_handler(self, handler: PodHandler) -> None:
+        """Tell `handler` of every pod the watch shows, and of every bound pod that leaves its node,
+        as client-go's informers tell their event handlers."""
+        self._handlers.append(handler)
+
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         self._tasks = [asyncio.create_task(r.run(), name=f"reflector-{r.kind.name}") for r in self.reflectors]
@@ -328,6 +343,7 @@ class LiveCluster:
         except BerthError as exc:
             log.warning("ignoring pod %s: %s", _meta_key(obj), exc.message)
             return
+        done_with = bool(pod.node_name or pod.terminal)  # as the API server stored it
         reserved = self._reserved.get(pod.uid) if pod.uid else None
         if reserved is not None:
             if pod.node_name or pod.terminal:
@@ -344,10 +360,14 @@ class LiveCluster:
                 pod = msgspec.structs.replace(pod, node_name=current.node_name)
         held = self.view.pod(pod.key) if pod.terminal else None
         self.view.add_pod(pod)
-        if self.on_pod is not None:
-            self.on_pod(obj)
-        if held is not None and held.node_name and not held.terminal and self.on_left is not None:
-            self.on_left(held)
+        for handler in self._handlers:
+            handler.pod_seen(obj)
+        if done_with:
+            # berth decides about pods waiting for a node: what it kept about this one is done with.
+            self.pod_states.forget(pod.uid, pod.key)
+        if held is not None and held.node_name and not held.terminal:
+            for handler in self._handlers:
+                handler.pod_left(held)
 
     def _delete_pod(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -363,15 +383,19 @@ class LiveCluster:
             self._gone[uid] = None
             while len(self._gone) > GONE_REMEMBERED:
                 self._gone.popitem(last=False)
-        gone = self.view.remove_pod(_meta_key(obj))
-        if gone is not None and gone.node_name and self.on_left is not None:
-            self.on_left(gone)
+        key = _meta_key(obj)
+        self.pod_states.forget(uid or "", key)
+        gone = self.view.remove_pod(key)
+        if gone is not None and gone.node_name:
+            for handler in self._handlers:
+                handler.pod_left(gone)
 
     def _forget_pod(self, key: str) -> None:
         """A relist no longer lists the pod: it was deleted while the watch was down. A pod berth has
         reserved stays until the API server, asked about the reservation, says it is gone."""
         pod = self.view.pod(key)
         if pod is not None and not (pod.uid and pod.uid in self._reserved):
+            self.pod_states.forget(pod.uid, key)
             self.view.remove_pod(key)
 
     # -- berth's own placements ---------------------------------------------------------------

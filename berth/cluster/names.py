@@ -195,3 +195,8 @@ class NameTable:
             slots[todo[hit]] = slot[hit]
             todo, at = todo[~hit], (at[~hit] + 1) & int(mask)
         return slots
+
+
+def names_of(asked: list[str] | Found) -> list[str]:
+    """The names of the nodes a call asked about, as a list."""
+    return asked.names() if isinstance(asked, Found) else asked

@@ -29,7 +29,8 @@ from prometheus_client import (
 from berth import __version__
 from berth.errors import BerthError
 from berth.extender import openapi, wire
-from berth.extender.placer import BIND_OUTCOMES, Placer
+from berth.extender.decisions import Cluster
+from berth.extender.placer import BIND_OUTCOMES, Observers, Placer
 
 log = logging.getLogger("berth.extender")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 5000 full Node objects fit; anything larger is refused
@@ -43,7 +44,10 @@ _decoders = {
 
 
 class Metrics:
-    def __init__(self, placer: Placer) -> None:
+    """berth serve's metrics: the verbs' counters (given to the Placer as its Observers) and the
+    cache's gauges (read from the cluster when scraped)."""
+
+    def __init__(self, cluster: Cluster) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "berth_extender_request_seconds",
@@ -103,17 +107,27 @@ class Metrics:
             "Seconds since the cache last heard from the API server.",
             registry=self.registry,
         )
-        lag.set_function(lambda: min(getattr(placer.cluster, "lag_seconds", lambda: 0.0)(), 1e9))
+        lag.set_function(lambda: min(getattr(cluster, "lag_seconds", lambda: 0.0)(), 1e9))
         ready = Gauge("berth_cache_ready", "1 when the cluster cache has synced.", registry=self.registry)
-        ready.set_function(lambda: 1.0 if placer.cluster.ready() else 0.0)
+        ready.set_function(lambda: 1.0 if cluster.ready() else 0.0)
         nodes = Gauge("berth_cache_nodes", "Nodes in the cluster view.", registry=self.registry)
-        nodes.set_function(lambda: len(placer.cluster.view))
+        nodes.set_function(lambda: len(cluster.view))
         reservations = Gauge(
             "berth_cache_reservations",
             "Placements berth counts on a node that the watch has not shown bound yet.",
             registry=self.registry,
         )
-        reservations.set_function(lambda: getattr(placer.cluster, "reservations", lambda: 0)())
+        reservations.set_function(lambda: getattr(cluster, "reservations", lambda: 0)())
+
+    def observers(self) -> Observers:
+        """The Placer's counters: each label's child looked up once, not on every call."""
+        return Observers(
+            decision=_counting(self.decisions),
+            bind=_counting(self.binds),
+            sample=_counting(self.sample),
+            names_read=_counting(self.names),
+            pod_read=_counting(self.pods),
+        )
 
 
 def _counting(counter: Counter) -> Callable[[str], None]:
@@ -145,14 +159,14 @@ class Verbs:
         self, verb: str, body: bytes, respond: Callable[[int, bytes], None] | None = None
     ) -> tuple[int, bytes]:
         """The status and body answering `body`; given `respond`, it is called with them as soon as
-        they are known, and the placer's bookkeeping (Placer.settle) runs after it: kube-scheduler's
+        they are known, and the placer's bookkeeping (Placer.bookkeep) runs after it: kube-scheduler's
         cycle waits for the answer only."""
         try:
             status, answer = await self._answer(verb, body)
             if respond is not None:
                 respond(status, answer)
         finally:
-            self.placer.settle()
+            self.placer.bookkeep()
         return status, answer
 
     async def _answer(self, verb: str, body: bytes) -> tuple[int, bytes]:
@@ -161,13 +175,13 @@ class Verbs:
             placer = self.placer
             try:
                 args = _decoders[verb].decode(body)
-                asked = placer.asked(args) if verb == "filter" else None
+                asked = placer.nodes_asked(args) if verb == "filter" else None
             except (msgspec.DecodeError, RecursionError) as exc:
                 # (RecursionError: JSON nested past msgspec's depth where filter keeps it raw)
                 self.metrics.errors.labels(verb).inc()
                 return 400, orjson.dumps({"error": f"{verb}: {_why(verb, body, exc)}"})
             if verb == "filter":
-                return 200, wire.ENCODER.encode(await placer.filter(args, asked, settled=False))
+                return 200, wire.ENCODER.encode(await placer.filter(args, asked, bookkeep=False))
             if verb == "prioritize":
                 return 200, wire.ENCODER.encode(await placer.prioritize(args))
             if verb == "bind":
@@ -249,15 +263,16 @@ async def _read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def create_app(placer: Placer) -> HotVerbs:
+def build_extender(cluster: Cluster, **placer_options: Any) -> HotVerbs:
+    """The extender's app over `cluster`: its metrics, and a Placer (made with `placer_options`)
+    that counts into them."""
+    metrics = Metrics(cluster)
+    return create_app(Placer(cluster, observers=metrics.observers(), **placer_options), metrics)
+
+
+def create_app(placer: Placer, metrics: Metrics) -> HotVerbs:
+    """The app answering for `placer`, whose Observers are `metrics.observers()` (build_extender)."""
     app = FastAPI(title="berth extender", version=__version__)
-    metrics = Metrics(placer)
-    # Per decision, per bind, per filter: each label's child looked up once, not on every call.
-    placer.observe = _counting(metrics.decisions)
-    placer.observe_bind = _counting(metrics.binds)
-    placer.observe_sample = _counting(metrics.sample)
-    placer.read_names = _counting(metrics.names)
-    placer.read_pod = _counting(metrics.pods)
     app.state.placer = placer
     app.state.metrics = metrics
     verbs = Verbs(placer, metrics)

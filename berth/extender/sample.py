@@ -30,10 +30,27 @@ HANDOVER_WINDOW, and a nomination kube-scheduler made itself (preemption) is nev
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from berth.cluster.convert import pod_from_k8s
+from berth.cluster.model import Pod
+from berth.cluster.names import Found, names_of
+from berth.cluster.per_pod import PerPod, PodStates, pod_key
+from berth.cluster.placement_record import seed_for
+from berth.engine import Decision, Event, Pipeline, decide, listed
+from berth.engine.types import Kind
+from berth.errors import BerthError
+from berth.extender import wire
+from berth.extender.decisions import Cluster
+from berth.extender.pod_events import REFUSAL_EVENT_EVERY
+
+log = logging.getLogger("berth.extender")
 
 MIN_FEASIBLE_NODES = 100  # kube's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube's minFeasibleNodesPercentageToFind
@@ -105,17 +122,18 @@ class _Pod:
 class HandOvers:
     """What berth remembers of the pods it handed over: the loop guard."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, states: PodStates | None = None) -> None:
         self.clock = clock
-        self._pods: dict[str, _Pod] = {}
-        self._seen: dict[str, None] = {}  # the pods considered for a nomination on arrival
+        states = states if states is not None else PodStates()
+        self._pods: PerPod[_Pod] = states.map("hand-overs", KEPT_AT_MOST)
+        # the pods considered for a nomination on arrival
+        self._seen: PerPod[bool] = states.map("pods seen arriving", KEPT_AT_MOST)
 
     def _of(self, key: str) -> _Pod:
         pod = self._pods.get(key)
         if pod is None:
-            if len(self._pods) >= KEPT_AT_MOST:
-                self._pods.clear()
-            pod = self._pods[key] = _Pod()
+            pod = _Pod()
+            self._pods.set(key, pod)
         return pod
 
     def node(self, key: str) -> str:
@@ -183,9 +201,7 @@ class HandOvers:
         kube-scheduler tries it): a pod is considered for a nomination on arrival once."""
         if key in self._seen:
             return False
-        if len(self._seen) >= KEPT_AT_MOST:
-            self._seen.clear()
-        self._seen[key] = None
+        self._seen.set(key, True)
         return key not in self._pods
 
     def count(self, key: str) -> int:
@@ -230,4 +246,241 @@ class HandOvers:
         return found.pod, found.node
 
     def bound(self, key: str) -> None:
-        self._pods.pop(key, None)
+        self._pods.pop(key)
+
+
+Nominator = Callable[[Pod, str], Awaitable[None]]  # writes the pod's status.nominatedNodeName
+Recorder = Callable[[Pod, list[Event]], Awaitable[None]]
+
+
+class PastTheSample:
+    """The flow of a thin pod past kube-scheduler's sample: the decision over every node, the hand-over
+    (its nomination written when kube-scheduler has recorded the attempt, and again if kube cleared
+    it), the nomination on arrival, and the refusal's note about nodes kube did not ask about."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        rules: Pipeline,
+        with_kube: Pipeline,
+        *,
+        kube_sample: Mapping[str, int],
+        nominate: Nominator | None,
+        recorder: Recorder,
+        states: PodStates,
+        nominations_placed: Callable[[Pod], contextlib.AbstractContextManager],
+        may_filter: Callable[[], bool],
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+        observe: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster = cluster
+        self.rules = rules
+        self.with_kube = with_kube
+        self.kube_sample = kube_sample
+        self.nominate = nominate
+        self.record = recorder
+        self.nominations_placed = nominations_placed
+        self.may_filter = may_filter
+        self.spawn = spawn
+        self.observe = observe
+        self.clock = clock
+        self.handovers = HandOvers(clock, states)
+        self._unasked_notes = states.map("notes on unasked nodes", KEPT_AT_MOST)  # pod -> (note, when)
+
+    def attempt(self, pod: Pod, asked: list[str] | Found) -> None:
+        """A new attempt of kube-scheduler's for the pod: when it asks about other nodes than the one
+        berth handed the pod over to, kube's filters rejected that node, and the pod is no longer
+        counted there."""
+        if pod.nominated_node and self.handovers.attempt(pod_key(pod), pod.nominated_node, names_of(asked)):
+            self.cluster.release(pod)
+
+    async def decide_past(
+        self, pod: Pod, asked: list[str] | Found, decision: Decision
+    ) -> wire.ExtenderFilterResult | None:
+        """For a pod kube-scheduler asked about a sample of the nodes, whose hard rules leave fewer of
+        them than kube's own minimum ("thin"): a decision over every node with kube's filters as berth
+        models them, and, when its node is outside the sample, the hand-over. None: the decision over
+        the sample stands."""
+        percentage = self.kube_sample.get(pod.scheduler_name)
+        view = self.cluster.view
+        if percentage is None or not sampled(len(asked), len(view), percentage):
+            return None
+        feasible = decision.feasible
+        if not thin(feasible, len(asked)):
+            self.observe("decided")
+            return None
+        key = pod_key(pod)
+        if pod.nominated_node and not self.handovers.nominated_by_berth(key, pod.nominated_node):
+            return None  # kube-scheduler's own nomination (it preempted there): never written over
+        pending = self.handovers.pending(key, pod.nominated_node)
+        if pending is not None:  # handed over already; kube-scheduler has not seen the nomination yet
+            if decision.chosen is not None and decision.chosen == self.handovers.node(key):
+                return None  # ... but its sample holds the node, and the decision over it agrees
+            return wire.ExtenderFilterResult(error=pending)
+        if self.nominate is None or not self.handovers.allowed(key):
+            self.observe("refused")
+            return None
+        names = set(names_of(asked))
+        wide = self.looked_past(pod, self.handovers.excluded(key))
+        if wide.chosen is None or wide.chosen in names:
+            self.observe("widened" if wide.chosen else "refused")
+            return None
+        node = wide.chosen
+        message = (
+            f"berth: {node}, outside kube-scheduler's sample ({len(asked)} of {len(view)} nodes), is where "
+            f"berth's rules place the pod ({feasible} of the sample meet them): nominated it, so that "
+            f"kube-scheduler's next attempt evaluates it first (hand-over {self.handovers.count(key) + 1})"
+        )
+        # Written once kube-scheduler has recorded this attempt (pod_seen), or WRITE_AFTER_AT_MOST on.
+        await self.record(pod, [self._hand_over(pod, key, node, message, at_once=False)])
+        return wire.ExtenderFilterResult(error=message)
+
+    def _hand_over(self, pod: Pod, key: str, node: str, message: str, *, at_once: bool) -> Event:
+        """Remember the hand-over, count the pod on its node, have the nomination written (`at_once`,
+        or once kube-scheduler has recorded the attempt): the event that says so."""
+        self.handovers.handed_over(key, node, message, pod, written=at_once)
+        # Counted there at once, as a placement is: the next pods of a burst see it (kube-scheduler
+        # counts nominated pods on their node too, and would reject a node berth filled past its room).
+        self.cluster.reserve(pod, node)
+        self.spawn(self._write_nomination(pod, node) if at_once else self._write_when_overdue(key, node))
+        self.observe("handed_over")
+        return Event("Normal", "HandedOver", message.removeprefix("berth: "))
+
+    def pod_seen(self, obj: dict[str, Any]) -> None:
+        """The watch's copy of a pod: the nomination is written once kube-scheduler has recorded the
+        attempt that handed the pod over, and written again if kube cleared it; a new pod is considered
+        for a nomination on arrival."""
+        meta = obj.get("metadata") or {}
+        key = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        if not self.handovers.awaiting(key):
+            self._nominate_on_arrival(obj, key)
+            return
+        if (obj.get("spec") or {}).get("nodeName"):
+            self.handovers.bound(key)
+            return
+        status = obj.get("status") or {}
+        conditions = status.get("conditions") or ()
+        condition = next((c.get("message") for c in conditions if c.get("type") == "PodScheduled"), None)
+        write = self.handovers.to_write(key, condition, status.get("nominatedNodeName") or "")
+        if write is not None:
+            self.spawn(self._write_nomination(*write))
+
+    async def _write_when_overdue(self, key: str, node: str) -> None:
+        await asyncio.sleep(WRITE_AFTER_AT_MOST)
+        write = self.handovers.overdue(key, node)
+        if write is not None:
+            await self._write_nomination(*write)
+
+    async def _write_nomination(self, pod: Pod, node: str) -> None:
+        assert self.nominate is not None
+        try:
+            await self.nominate(pod, node)
+        except Exception as exc:  # the next attempt without it is answered as the hand-over was, a while
+            log.warning("nominating %s for %s failed: %s", node, pod.key, exc)
+
+    def looked_past(self, pod: Pod, excluded: set[str], some: list[str] | None = None) -> Decision:
+        """The decision for a thin pod past kube's sample: over the nodes berth's rules accept (`some`:
+        those its hard steps list, when already worked out) that kube would look for, with kube's
+        filters as berth models them; over all of them when kube's filters refuse those."""
+        view = self.cluster.view
+        with self.nominations_placed(pod):
+            nodes, wanted = self._widened(pod, excluded, some)
+            wide = decide(pod, view, self.with_kube, candidates=nodes[:wanted], seed=seed_for(pod))
+            if wide.chosen is None and len(nodes) > wanted:  # kube's filters refused those: every one
+                wide = decide(pod, view, self.with_kube, candidates=nodes, seed=seed_for(pod))
+        return wide
+
+    def _nominate_on_arrival(self, obj: dict[str, Any], key: str) -> None:
+        """A new pod kube-scheduler has not tried yet, whose hard rules list fewer nodes than kube's
+        own minimum of feasible nodes: any sample kube takes is thin for it, and its first attempt
+        would end in a hand-over. Nominated at once instead, so that the first attempt evaluates the
+        node berth's rules place it on ("on arrival", above)."""
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        percentage = self.kube_sample.get(spec.get("schedulerName") or "")
+        if (
+            percentage is None
+            or percentage >= 100
+            or self.nominate is None
+            or spec.get("nodeName")
+            or status.get("nominatedNodeName")
+            or status.get("phase", "Pending") != "Pending"
+            or (obj.get("metadata") or {}).get("deletionTimestamp")
+            or any(c.get("type") == "PodScheduled" for c in status.get("conditions") or ())
+            or not self.handovers.first_seen(key)
+            or not self.cluster.ready()
+            or not self.may_filter()
+        ):
+            return
+        view = self.cluster.view
+        wanted = feasible_nodes_to_find(percentage, len(view))
+        if wanted >= len(view):
+            return  # kube asks about every node it finds feasible: nothing to hand over
+        try:
+            pod = pod_from_k8s(obj, memo=True)
+        except BerthError:
+            return  # refused with its reason at the first attempt
+        some = listed(pod, view, self.rules)
+        if some is None or len(some) >= MIN_FEASIBLE_NODES:
+            return  # a sample may well hold enough of its nodes: kube's attempt decides
+        node = self.looked_past(pod, set(), some).chosen
+        if node is None:
+            return  # nothing fits now: the first attempt says why
+        message = (
+            f"berth: {node} is where berth's rules place the pod; they leave {len(some)} of {len(view)} "
+            f"nodes, fewer than kube-scheduler's sample ({wanted}) needs to hold one for sure: nominated it "
+            "before kube-scheduler's first attempt, so that the attempt evaluates it first (hand-over 1)"
+        )
+        self.spawn(self.record(pod, [self._hand_over(pod, key, node, message, at_once=True)]))
+
+    def _widened(self, pod: Pod, excluded: set[str], some: list[str] | None = None) -> tuple[list[str], int]:
+        """The nodes a thin pod is decided over past kube's sample: those berth's own rules accept
+        (one decision over every node, as the extender decides), less the ones kube rejected after a
+        hand-over, in a rotation seeded by the pod; and how many of them kube-scheduler would look
+        for. kube's filters, as berth models them, are then asked about these first, the rest only
+        when they refuse them all."""
+        view = self.cluster.view
+        # Only the nodes a hard step lists from an index (a tag's holders) can pass: those asked alone.
+        if some is None:
+            some = listed(pod, view, self.rules)
+        rules = decide(pod, view, self.rules, candidates=some, seed=seed_for(pod))
+        refused = rules.failures()
+        accepted = [
+            n
+            for n in (view.node_names() if some is None else sorted(some))
+            if n not in excluded and ((why := refused.get(n)) is None or why.kind is Kind.SET_ASIDE)
+        ]
+        wanted = feasible_nodes_to_find(self.kube_sample.get(pod.scheduler_name, 0), len(view))
+        if len(accepted) > wanted:
+            start = seed_for(pod) % len(accepted)
+            accepted = [*accepted[start:], *accepted[:start]]
+        return accepted, wanted
+
+    def unasked_note(self, pod: Pod, asked: list[str] | Found) -> str:
+        """For a pod refused on every node kube-scheduler asked about, when it asked about fewer than
+        the cluster's nodes: a node it did not ask about that berth's rules and kube's filters (as
+        `berth simulate` models them) accept, named in the refusal. With percentageOfNodesToScore
+        below 100, kube-scheduler asks only about its sample, and a node that alone meets a berth rule
+        may be outside it (docs/extender.md, "percentageOfNodesToScore"). Worked out at most once per
+        pod per REFUSAL_EVENT_EVERY: it is a decision over the nodes left out."""
+        view = self.cluster.view
+        if len(asked) >= len(view):
+            return ""
+        key = pod_key(pod)
+        now = self.clock()
+        kept = self._unasked_notes.get(key)
+        if kept is not None and now - kept[1] < REFUSAL_EVENT_EVERY:
+            return kept[0]
+        wanted = set(names_of(asked))
+        unasked = [n for n in view.node_names() if n not in wanted]
+        decision = decide(pod, view, self.with_kube, candidates=unasked, seed=seed_for(pod))
+        note = ""
+        if decision.chosen is not None:
+            note = (
+                f"; kube-scheduler asked about {len(asked)} of the cluster's {len(view)} nodes, and "
+                f"{decision.chosen}, which it did not ask about, meets berth's rules and kube's filters "
+                "as berth models them: with percentageOfNodesToScore below 100 berth sees only "
+                "kube-scheduler's sample"
+            )
+        self._unasked_notes.set(key, (note, now))
+        return note

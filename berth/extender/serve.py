@@ -11,7 +11,7 @@ import logging
 import socket
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,17 @@ import uvicorn
 
 from berth.certs import self_signed
 from berth.cluster.events import event_body, involved, retry_patch
-from berth.cluster.kubeapi import KubeClient, load_credentials
+from berth.cluster.kubeapi import Credentials, KubeClient, load_credentials
 from berth.cluster.leadership import Leadership
 from berth.cluster.live import RESERVATION_SECONDS, LiveCluster
 from berth.cluster.model import Pod
+from berth.cluster.per_pod import PodStates
 from berth.cluster.snapshot import load_snapshot
 from berth.cluster.view import ClusterView
 from berth.engine import Event, Pipeline
 from berth.errors import BerthError
-from berth.extender.app import create_app, readiness
-from berth.extender.placer import Placer
+from berth.extender.app import HotVerbs, build_extender, readiness
+from berth.extender.placer import Writes
 from berth.extender.protocol import HotProtocol
 from berth.extender.scrape import DelegatedAuth, NoAuth, health_app
 
@@ -193,103 +194,67 @@ def _metrics_server(front: Any, metrics: MetricsPort, client: KubeClient | None,
     return _Beside(config)
 
 
-def serve(
-    *,
-    host: str,
-    port: int,
-    online: Pipeline,
-    offline: Pipeline,
-    cluster_file: str | None = None,
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    certfile: str | None = None,
-    keyfile: str | None = None,
-    log_level: str = "info",
-    reservation_seconds: float = RESERVATION_SECONDS,
-    placement_events: tuple[str, ...] = (),
-    follow_lease: str | None = None,
-    identity: str | None = None,
-    metrics: MetricsPort | None = None,
-    kube_sample: dict[str, int] | None = None,
-) -> None:
-    host = loopback(host)
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `berth serve` was told, completed from its command line (berth.cli.serve_cmd) and checked
+    once by `validate`, as kubectl's commands complete, validate and run their options."""
+
+    rules: Pipeline  # berth's chain over the nodes kube-scheduler's filters passed
+    with_kube: Pipeline  # the same with kube's filters as berth models them
+    host: str = "127.0.0.1"
+    port: int = 8888
+    cluster_file: str | None = None  # a snapshot to serve instead of a live cluster
+    kubeconfig: str | None = None
+    context: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    log_level: str = "info"
+    reservation_seconds: float = RESERVATION_SECONDS
+    placement_events: tuple[str, ...] = ()
+    lease: tuple[str, str] | None = None  # --follow-lease: the scheduler's Lease, (namespace, name)
+    identity: str | None = None
+    metrics: MetricsPort | None = None
+    kube_sample: dict[str, int] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Every rule between options, each broken one a BerthError naming the flags."""
+        loopback(self.host)
+        if bool(self.certfile) != bool(self.keyfile):
+            raise BerthError("--tls-cert and --tls-key go together")
+        if self.lease is not None and self.cluster_file:
+            raise BerthError("--follow-lease goes with a live cluster, not --cluster")
+        metrics = self.metrics
+        if metrics is not None:
+            if bool(metrics.certfile) != bool(metrics.keyfile):
+                raise BerthError("--metrics-cert and --metrics-key go together")
+            if metrics.auth == "delegated" and self.cluster_file:
+                raise BerthError(
+                    "--metrics-auth delegated asks the API server who may scrape: with --cluster, use none"
+                )
+
+
+@dataclass
+class Extender:
+    """What `build` makes of the options: the app and what runs beside it."""
+
+    app: HotVerbs
+    live: LiveCluster | None
+    leadership: Leadership | None
+    client: KubeClient | None
+
+
+def serve(options: ServeOptions) -> None:
+    """Validate, build, run until a signal stops the server."""
+    options.validate()
     # Before the event loop: a bad kubeconfig, context or credential plugin is one line, at once.
-    creds = None if cluster_file else load_credentials(kubeconfig, context)
+    creds = None if options.cluster_file else load_credentials(options.kubeconfig, options.context)
 
     async def main() -> None:
         gc.set_threshold(*GC_THRESHOLDS)
-        live: LiveCluster | None = None
-        following: asyncio.Task | None = None
-        client: KubeClient | None = None
-        if cluster_file:
-            cluster: Any = SnapshotCluster(load_snapshot(cluster_file).view)
-            # The snapshot is long-lived: keep it out of every later collection, as the live cache does.
-            gc.collect()
-            gc.freeze()
-            placer = Placer(
-                cluster,
-                online=online,
-                offline=offline,
-                binder=_no_binding,
-                recorder=_log_events,
-                placement_events=placement_events,
-            )
-        else:
-            assert creds is not None
-            client = KubeClient(creds)
-            live = LiveCluster(client, reservation_seconds=reservation_seconds)
-            leadership = None
-            if follow_lease:
-                namespace, _, name = follow_lease.partition("/")
-                leadership = Leadership(
-                    client, namespace, name, identity or socket.gethostname(), on_lead=live.relist
-                )
-            placer = Placer(
-                live,
-                online=online,
-                offline=offline,
-                binder=api_binder(client),
-                recorder=api_recorder(client),
-                placement_events=placement_events,
-                leadership=leadership,
-                kube_sample=kube_sample,
-                nominate=api_nominator(client),
-                retry=api_retrier(client),
-            )
-            live.on_left = placer.pod_left
-            live.on_pod = placer.pod_status
-            await live.start()
-            if leadership is not None:
-                following = asyncio.create_task(leadership.run(), name="leadership")
-        app = create_app(placer)
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level=log_level,
-            access_log=False,
-            # uvicorn's httptools protocol, answering filter/prioritize/bind/preempt on the connection
-            http=functools.partial(HotProtocol, verbs=app.verbs),
-            timeout_keep_alive=75,
-            ssl_certfile=certfile,
-            ssl_keyfile=keyfile,
-        )
-        server = uvicorn.Server(config)
-        beside = _metrics_server(app, metrics, client, log_level) if metrics else None
-        side = asyncio.create_task(beside.serve(), name="metrics port") if beside else None
-        try:
-            await server.serve()
-        finally:
-            if beside is not None and side is not None:
-                beside.should_exit = True
-                await asyncio.gather(side, return_exceptions=True)
-            if following is not None:
-                following.cancel()
-            if live is not None:
-                await live.stop()
+        await run(build(options, creds), options)
 
     logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO),
+        level=getattr(logging, options.log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
@@ -298,3 +263,81 @@ def serve(
         uvloop.run(main())
     except ImportError:  # pragma: no cover - uvloop is a dependency; stay usable without it
         asyncio.run(main())
+
+
+def build(options: ServeOptions, creds: Credentials | None) -> Extender:
+    """The extender over a snapshot file, or over the live cluster of `creds` (its cache not started)."""
+    common: dict[str, Any] = {
+        "rules": options.rules,
+        "with_kube": options.with_kube,
+        "placement_events": options.placement_events,
+    }
+    if options.cluster_file:
+        snapshot = SnapshotCluster(load_snapshot(options.cluster_file).view)
+        # The snapshot is long-lived: keep it out of every later collection, as the live cache does.
+        gc.collect()
+        gc.freeze()
+        app = build_extender(snapshot, writes=Writes(bind=_no_binding, record=_log_events), **common)
+        return Extender(app, None, None, None)
+    assert creds is not None
+    client = KubeClient(creds)
+    states = PodStates()
+    live = LiveCluster(client, reservation_seconds=options.reservation_seconds, pod_states=states)
+    leadership = None
+    if options.lease is not None:
+        namespace, name = options.lease
+        leadership = Leadership(
+            client, namespace, name, options.identity or socket.gethostname(), on_lead=live.relist
+        )
+    writes = Writes(
+        bind=api_binder(client),
+        record=api_recorder(client),
+        nominate=api_nominator(client),
+        retry=api_retrier(client),
+    )
+    app = build_extender(
+        live,
+        writes=writes,
+        leadership=leadership,
+        kube_sample=options.kube_sample,
+        pod_states=states,
+        **common,
+    )
+    live.add_handler(app.state.placer)
+    return Extender(app, live, leadership, client)
+
+
+async def run(extender: Extender, options: ServeOptions) -> None:
+    """Start the cache and the leadership watch, serve until stopped, then stop them."""
+    following: asyncio.Task | None = None
+    if extender.live is not None:
+        await extender.live.start()
+    if extender.leadership is not None:
+        following = asyncio.create_task(extender.leadership.run(), name="leadership")
+    app = extender.app
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        access_log=False,
+        # uvicorn's httptools protocol, answering filter/prioritize/bind/preempt on the connection
+        http=functools.partial(HotProtocol, verbs=app.verbs),
+        timeout_keep_alive=75,
+        ssl_certfile=options.certfile,
+        ssl_keyfile=options.keyfile,
+    )
+    server = uvicorn.Server(config)
+    metrics = options.metrics
+    beside = _metrics_server(app, metrics, extender.client, options.log_level) if metrics else None
+    side = asyncio.create_task(beside.serve(), name="metrics port") if beside else None
+    try:
+        await server.serve()
+    finally:
+        if beside is not None and side is not None:
+            beside.should_exit = True
+            await asyncio.gather(side, return_exceptions=True)
+        if following is not None:
+            following.cancel()
+        if extender.live is not None:
+            await extender.live.stop()

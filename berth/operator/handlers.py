@@ -28,7 +28,7 @@ from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_requests, pod
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
-from berth.operator import refresh, requeue
+from berth.operator import policy_requeue, refresh
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy
@@ -168,12 +168,13 @@ def reconcile(
 ) -> None:
     compiled = load_policy(body)
     if compiled.ready:
-        # The pods it refused, and those it may refuse no more, are tried again (berth.operator.requeue).
+        # The pods it refused, and those it may refuse no more, are tried again
+        # (berth.operator.policy_requeue).
         before = load_policy({**body, "spec": old}).selector if isinstance(old, Mapping) else None
         what = {"create": "created", "update": f"changed (generation {meta.get('generation')})"}.get(
             reason or "", "found Ready when the operator started"
         )
-        requeue.note(namespace, name, (compiled.selector, before), what)
+        policy_requeue.note(namespace, name, (compiled.selector, before), what)
     condition = ready_condition(compiled, meta.get("generation"), _previous_ready(status))
     # At the root of status, where kubectl wait and the printer columns read it: a returned value
     # would land under status.reconcile (docs/decisions.md).
@@ -193,13 +194,13 @@ def policy_deleted(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: 
     """A deleted policy no longer refuses the pods it selected: they are tried again. (A watch handler,
     not kopf.on.delete, which would put a finalizer on every PlacementPolicy.)"""
     if event.get("type") == "DELETED":
-        requeue.note(namespace, name, (load_policy(body).selector,), "deleted")
+        policy_requeue.note(namespace, name, (load_policy(body).selector,), "deleted")
 
 
-@kopf.index("pods", when=lambda body, **_: requeue.is_waiting(body))
+@kopf.index("pods", when=lambda body, **_: policy_requeue.is_waiting(body))
 def waiting_by_namespace(body: kopf.Body, namespace: str, **_: Any):
     """The pending pods kube-scheduler found unschedulable, for the retry when a policy changes."""
-    return {namespace: requeue.waiting_record(body)}
+    return {namespace: policy_requeue.waiting_record(body)}
 
 
 @kopf.on.validate(GROUP, VERSION, PLURAL, id="placement-policy", operations=["CREATE", "UPDATE"])

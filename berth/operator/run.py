@@ -16,7 +16,7 @@ from berth.certs import self_signed
 from berth.cluster.credentials import Credentials, load_credentials
 from berth.cluster.kubeapi import KubeClient
 from berth.errors import BerthError
-from berth.operator import handlers, refresh, requeue  # handlers: registers them with kopf
+from berth.operator import handlers, policy_requeue, refresh  # handlers: registers them with kopf
 from berth.operator.logs import quiet_refusals
 from berth.operator.tlsreload import ReloadingWebhookServer
 from berth.vocab.alloc.config import AllocatorConfig
@@ -157,7 +157,7 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
     @kopf.on.startup()
     async def _requeue(memo: kopf.Memo, waiting_by_namespace: kopf.Index, **_: object) -> None:
         client = KubeClient(load_credentials(kubeconfig, context))
-        memo.requeue = asyncio.create_task(requeue.run(client, lambda: waiting_by_namespace))
+        memo.requeue = asyncio.create_task(policy_requeue.run(client, lambda: waiting_by_namespace))
         memo.requeue_client = client
 
     @kopf.on.cleanup()
