@@ -339,7 +339,7 @@ async def scheduled(
     the pods are created by it inside the measured span, the scheduler started as soon as they are:
     pods/s then runs from the first pod's creation to the last binding, and what any process does on
     the pods' arrival is counted."""
-    await settle(processes)
+    await wait_idle(processes)
     listed = await api.call("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
     since = listed["metadata"]["resourceVersion"]
     deadline = time.monotonic() + timeout
@@ -372,7 +372,7 @@ async def scheduled(
     return times, used, rate, first_to_last, attempts
 
 
-async def settle(processes: dict[str, int], *, idle: float = 0.05, within: float = 60.0) -> None:
+async def wait_idle(processes: dict[str, int], *, idle: float = 0.05, within: float = 60.0) -> None:
     """Wait until the processes together use less than `idle` of a core over half a second: berth
     serve's watch may still be taking in thousands of pods just created, and that work belongs to
     neither scheduler's run."""
@@ -1074,7 +1074,7 @@ async def watch_run(api: Api, processes: dict[str, int], *, nodes: int, pods: in
         for i in range(pods)
     ]
     await api.each(creates)
-    await settle(processes)
+    await wait_idle(processes)
     before = {name: cpu_seconds(pid) for name, pid in processes.items()}
     started = time.monotonic()
     for i in range(pods):

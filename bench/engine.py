@@ -33,8 +33,8 @@ from bench.stats import Latency, latency
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.snapshot import load_snapshot
 from berth.cluster.view import ClusterView
+from berth.configure import build_pipeline
 from berth.engine import Pipeline, decide
-from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import parse_config
 
 
@@ -62,7 +62,7 @@ class Run:
 def pipeline_for(chain: str) -> Pipeline:
     description = CHAINS[chain]
     config = parse_config({"allocationDescription": description}) if description is not None else None
-    return build_pipeline(config, offline=False)
+    return build_pipeline(config, kube_filters=False)
 
 
 def index_figures(path: Path) -> tuple[IndexFigures, ClusterView]:

@@ -51,12 +51,12 @@ from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.live import LiveCluster
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
+from berth.configure import build_pipeline
 from berth.engine import Step, chain
 from berth.extender.app import build_extender
 from berth.extender.placer import Placer, Writes
 from berth.extender.sample import feasible_nodes_to_find
 from berth.extender.serve import GC_THRESHOLDS, SnapshotCluster, _no_binding
-from berth.pipeline import build_pipeline
 
 DECIDE = importlib.import_module("berth.engine.decide")  # the module: berth.engine's `decide` is the function
 NAMESPACE = "sampled"
@@ -254,8 +254,8 @@ def run(
 
     app = build_extender(
         cluster,
-        rules=build_pipeline(None, offline=False),
-        with_kube=build_pipeline(None, offline=True),
+        rules=build_pipeline(None, kube_filters=False),
+        with_kube=build_pipeline(None, kube_filters=True),
         writes=Writes(bind=binder if watch else _no_binding, record=_no_events),
         kube_sample={PROFILE: 0},
     )

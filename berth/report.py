@@ -19,8 +19,8 @@ from berth.engine.types import NodeResult, StepTrace
 
 if TYPE_CHECKING:
     from berth.analysis.audit import AuditReport
-    from berth.analysis.headroom import Capacity, Room, RoomLeft
     from berth.analysis.rebalance import Plan
+    from berth.analysis.room import Capacity, Room, RoomLeft
     from berth.analysis.simulate_diff import PodChange
 
 # Above this many nodes in one step, --detail summarises instead of listing every node.

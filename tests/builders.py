@@ -10,8 +10,8 @@ from typing import Any
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
+from berth.configure import build_pipeline
 from berth.engine import Decision, decide
-from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import AllocatorConfig
 
 
@@ -110,11 +110,11 @@ def place(
     *objects: dict[str, Any],
     cfg: AllocatorConfig | None = None,
     seed: int = 0,
-    offline: bool = True,
+    kube_filters: bool = True,
 ) -> Decision:
     """decide() for the pod over view(*objects), on the chain of `cfg` (berth's default without one);
-    offline=False is the extender's chain (no kube/ steps)."""
-    return decide(to_pod(pod_obj), view(*objects), build_pipeline(cfg, offline=offline), seed=seed)
+    kube_filters=False is the extender's chain (no kube/ steps)."""
+    return decide(to_pod(pod_obj), view(*objects), build_pipeline(cfg, kube_filters=kube_filters), seed=seed)
 
 
 def to_pod(obj: dict[str, Any]) -> Pod:

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from berth.cluster.convert import pod_from_k8s
+from berth.configure import default_pipeline
 from berth.engine import Kind, decide
-from berth.pipeline import default_pipeline
 from tests.alloc_helpers import candidates, chain, cn, feasible, reason_texts, trace, vm
 from tests.builders import node, place, pod, view
 
@@ -165,9 +165,11 @@ def test_vm_count_removes_a_node_hosting_filter_vm_limit_pods_not_counting_the_p
 def test_vm_count_defaults_to_224():
     cluster = [cn("n1"), *(vm(f"p{i}", node="n1") for i in range(224))]
     # The extender's chain: offline, kube/resources would stop at the node's 110 allocatable pods.
-    decision = place(vm("new"), *cluster, cfg=chain("hard-filter-vm-count"), offline=False)
+    decision = place(vm("new"), *cluster, cfg=chain("hard-filter-vm-count"), kube_filters=False)
     assert decision.chosen is None
-    assert place(vm("new"), *cluster[:-1], cfg=chain("hard-filter-vm-count"), offline=False).chosen == "n1"
+    assert (
+        place(vm("new"), *cluster[:-1], cfg=chain("hard-filter-vm-count"), kube_filters=False).chosen == "n1"
+    )
 
 
 @pytest.mark.parametrize(

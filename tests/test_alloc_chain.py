@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from berth.configure import KUBE, build_pipeline, default_chain
 from berth.engine import Kind
 from berth.engine.chain import flatten
-from berth.pipeline import KUBE, build_pipeline, default_chain
 from berth.vocab.step_names import ALWAYS_HARD
 from tests.alloc_helpers import candidates, chain, cn, config, reason_texts, trace, vm
 from tests.builders import k8s_list, place
@@ -32,7 +32,7 @@ def _steps(decision):
 
 def test_a_pipe_feeds_each_member_what_the_one_before_left_and_stops_when_none_is_left():
     cfg = chain("hard-filter-reserved", "hard-filter-min-ram", "score-unreserved-ram")
-    decision = place(vm("new", memory="1Gi"), cn("held", labels=RESERVED), cfg=cfg, offline=False)
+    decision = place(vm("new", memory="1Gi"), cn("held", labels=RESERVED), cfg=cfg, kube_filters=False)
     assert decision.chosen is None
     assert _steps(decision) == ["alloc/hard-filter-reserved"]  # the rest did not run
 
@@ -40,7 +40,9 @@ def test_a_pipe_feeds_each_member_what_the_one_before_left_and_stops_when_none_i
 def test_an_or_takes_the_first_member_that_leaves_any_node():
     cfg = chain(["or", "hard-filter-reserved", "hard-filter-headnode"])
     head = {"node-role.kubernetes.io/control-plane": ""}
-    decision = place(vm("new"), cn("held", labels=RESERVED), cn("head", labels=head), cfg=cfg, offline=False)
+    decision = place(
+        vm("new"), cn("held", labels=RESERVED), cn("head", labels=head), cfg=cfg, kube_filters=False
+    )
     assert _steps(decision) == ["alloc/hard-filter-reserved"]
     assert candidates(decision) == {"head"}
 
@@ -48,7 +50,7 @@ def test_an_or_takes_the_first_member_that_leaves_any_node():
 def test_an_or_whose_first_member_leaves_nothing_falls_through_to_identity():
     cfg = chain(["or", "hard-filter-reserved", "identity"], "score-unreserved-ram")
     decision = place(
-        vm("new"), cn("held-a", labels=RESERVED), cn("held-b", labels=RESERVED), cfg=cfg, offline=False
+        vm("new"), cn("held-a", labels=RESERVED), cn("held-b", labels=RESERVED), cfg=cfg, kube_filters=False
     )
     assert decision.chosen in {"held-a", "held-b"}
     assert _steps(decision) == ["alloc/hard-filter-reserved", "alloc/identity", "alloc/score-unreserved-ram"]
@@ -59,7 +61,7 @@ def test_an_or_whose_first_member_leaves_nothing_falls_through_to_identity():
 def test_an_or_whose_every_member_leaves_nothing_leaves_nothing():
     cfg = chain(["or", "hard-filter-reserved", "hard-filter-headnode"])
     both = {**RESERVED, "node-role.kubernetes.io/control-plane": ""}
-    decision = place(vm("new"), cn("n1", labels=both), cfg=cfg, offline=False)
+    decision = place(vm("new"), cn("n1", labels=both), cfg=cfg, kube_filters=False)
     assert decision.chosen is None
     assert reason_texts(decision) == {
         "n1": "alloc/hard-filter-headnode: node is a head node (label node-role.kubernetes.io/control-plane)"
@@ -73,7 +75,7 @@ def test_nested_lists_compose_like_the_seeds_example():
         ["or", "hard-filter-large-servers", ["pipe", "hard-filter-reserved", "identity"]],
         "pick-random",
     )
-    names = build_pipeline(cfg, offline=False).names()
+    names = build_pipeline(cfg, kube_filters=False).names()
     assert names == [
         "pipe",
         *ALWAYS_HARD,
@@ -88,7 +90,7 @@ def test_nested_lists_compose_like_the_seeds_example():
 
 
 def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_last():
-    live = [s.name for s in flatten(default_chain(offline=False))]
+    live = [s.name for s in flatten(default_chain(kube_filters=False))]
     # kube-scheduler runs its filters before berth is asked; its scores are berth's to rank by.
     assert [n for n in live if n.startswith("kube/")] == ["kube/preferences", "kube/default-score"]
     position = {name: i for i, name in enumerate(live)}
@@ -118,7 +120,7 @@ def test_berths_default_chain_puts_user_intent_before_preferences_and_scorers_la
 
 def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_live_they_are_dropped():
     cfg = chain("hard-filter-min-ram")
-    offline = [s.name for s in flatten(build_pipeline(cfg, offline=True).chain)]
+    offline = [s.name for s in flatten(build_pipeline(cfg, kube_filters=True).chain)]
     assert offline[: len(KUBE)] == list(KUBE)
     assert offline[len(KUBE) :] == [
         *ALWAYS_HARD,
@@ -128,7 +130,7 @@ def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_l
         "kube/preferences",
     ]
     named = chain("hard-filter-min-ram", "kube/taints")
-    assert [s.name for s in flatten(build_pipeline(named, offline=True).chain)] == [
+    assert [s.name for s in flatten(build_pipeline(named, kube_filters=True).chain)] == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "kube/taints",
@@ -136,7 +138,7 @@ def test_offline_a_configured_chain_without_kube_steps_is_preceded_by_them_and_l
         "tags/tag-affinity",
         "kube/preferences",
     ]
-    assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
+    assert [s.name for s in flatten(build_pipeline(named, kube_filters=False).chain)] == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
         "rebalance/planned-target",
@@ -151,7 +153,7 @@ def test_a_configured_chain_keeps_berths_own_rules_and_says_so():
     them."""
     left_out = chain("hard-filter-min-ram", "score-unreserved-ram")
     assert any("leaves out tags/require_with_tag" in w for w in left_out.warnings)
-    steps = [s.name for s in flatten(build_pipeline(left_out, offline=False).chain)]
+    steps = [s.name for s in flatten(build_pipeline(left_out, kube_filters=False).chain)]
     assert steps == [
         *ALWAYS_HARD,
         "alloc/hard-filter-min-ram",
@@ -163,7 +165,7 @@ def test_a_configured_chain_keeps_berths_own_rules_and_says_so():
     tiers = ("rebalance/planned-target", "tags/tag-affinity", "kube/preferences")
     named = chain(*tiers, "hard-filter-min-ram", *ALWAYS_HARD)
     assert named.warnings == ()
-    assert [s.name for s in flatten(build_pipeline(named, offline=False).chain)] == [
+    assert [s.name for s in flatten(build_pipeline(named, kube_filters=False).chain)] == [
         "rebalance/planned-target",
         "tags/tag-affinity",
         "kube/preferences",

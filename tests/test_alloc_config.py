@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from berth.configure import build_pipeline
 from berth.errors import InvalidConfig
-from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import AllocatorConfig, Defaults, PackageModel, load_config, parse_config
 
 # The seed's defaults table, every key with its default.
@@ -187,7 +187,7 @@ def test_the_seeds_names_and_berths_step_names_both_build_a_chain():
             ]
         }
     )
-    names = build_pipeline(config, offline=False).names()
+    names = build_pipeline(config, kube_filters=False).names()
     # berth's own rules the chain leaves out run anyway; the one it names stays where it is
     assert names == [
         "pipe",

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from berth.configure import build_pipeline
 from berth.engine import Kind, decide
-from berth.pipeline import build_pipeline
 from tests.alloc_helpers import candidates, chain, cn, feasible, reason_texts, trace, vm
 from tests.builders import churn, place, to_pod, view
 

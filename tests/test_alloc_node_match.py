@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from berth.cluster.convert import pod_from_k8s
+from berth.configure import build_pipeline
 from berth.engine import Kind, decide
-from berth.pipeline import build_pipeline
 from tests.alloc_helpers import chain, cn, feasible, reason_texts, trace, vm
 from tests.builders import place, view
 
@@ -243,7 +243,7 @@ def test_vlans_is_skipped_for_a_pod_without_nic_tags():
 def test_pods_asking_for_different_traits_over_the_same_nodes_each_get_their_own_answer():
 
     nodes = view(cn("ssd", traits={"ssd": True}), cn("plain"), cn("hdd", traits={"ssd": False}))
-    pipeline = build_pipeline(TRAITS, offline=True)
+    pipeline = build_pipeline(TRAITS, kube_filters=True)
     asked = ["ssd", "plain", "hdd"]  # the same nodes, pod after pod, as the extender asks
     for wanted, fits in [
         (None, {"plain"}),

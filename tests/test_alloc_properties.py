@@ -105,8 +105,8 @@ def pods(draw):
     st.sampled_from(HARD_FILTERS),
 )
 def test_hard_filters_never_add_nodes(cluster, new, names, extra):
-    base = place(new, *cluster, cfg=chain("calculate-locality-hints", *names), offline=False)
-    more = place(new, *cluster, cfg=chain("calculate-locality-hints", *names, extra), offline=False)
+    base = place(new, *cluster, cfg=chain("calculate-locality-hints", *names), kube_filters=False)
+    more = place(new, *cluster, cfg=chain("calculate-locality-hints", *names, extra), kube_filters=False)
     assert feasible(more) <= feasible(base)
     known = {n.name for n in more.nodes}
     previous = known
@@ -120,8 +120,8 @@ def test_hard_filters_never_add_nodes(cluster, new, names, extra):
 @given(clusters(), pods(), st.sampled_from(sorted(SCORERS)), st.floats(min_value=0.1, max_value=10))
 def test_a_negated_weight_reverses_the_order_without_lowering_any_score(cluster, new, scorer, weight):
     key = SCORERS[scorer]
-    up = place(new, *cluster, cfg=chain(scorer, defaults={key: weight}), offline=False)
-    down = place(new, *cluster, cfg=chain(scorer, defaults={key: -weight}), offline=False)
+    up = place(new, *cluster, cfg=chain(scorer, defaults={key: weight}), kube_filters=False)
+    down = place(new, *cluster, cfg=chain(scorer, defaults={key: -weight}), kube_filters=False)
     step = f"alloc/{scorer}"
     plus = {n.name: n.parts[step].weighted for n in up.nodes if step in n.parts}
     minus = {n.name: n.parts[step].weighted for n in down.nodes if step in n.parts}
@@ -142,7 +142,7 @@ def test_soft_filters_never_empty_the_set(cluster, new):
         ["or", "hard-filter-large-servers", "identity"],
         "soft-filter-locality-hints",
     )
-    decision = place(new, *cluster, cfg=cfg, offline=False)
+    decision = place(new, *cluster, cfg=cfg, kube_filters=False)
     if decision.error is None or decision.error.code != 400:
         assert decision.chosen is not None
         assert all(n.feasible for n in decision.nodes)

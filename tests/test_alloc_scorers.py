@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from berth.configure import build_pipeline
 from berth.engine import decide
-from berth.pipeline import build_pipeline
 from tests.alloc_helpers import chain, cn, trace, vm
 from tests.builders import place, to_pod, view
 

@@ -12,7 +12,7 @@ from tests.builders import place
 @pytest.mark.parametrize("algorithm", ["hard-filter-setup", "hard-filter-running"])
 def test_a_node_that_is_not_ready_is_neither_set_up_nor_running(algorithm):
     # The extender's chain: offline, kube/node-ready would remove the node first.
-    decision = place(vm("new"), cn("up"), cn("down", ready=False), cfg=chain(algorithm), offline=False)
+    decision = place(vm("new"), cn("up"), cn("down", ready=False), cfg=chain(algorithm), kube_filters=False)
     assert decision.chosen == "up"
     reason = decision.node("down").reasons[0]
     assert reason.step == f"alloc/{algorithm}"

@@ -10,7 +10,7 @@ import yaml
 
 from berth.analysis.audit import audit, policy_counts
 from berth.cli import main
-from berth.pipeline import build_pipeline
+from berth.configure import build_pipeline
 from berth.vocab.pod import compile_pod
 from tests.alloc_helpers import cn, vm
 from tests.builders import k8s_list, view
@@ -36,7 +36,7 @@ def _view(*objects: dict[str, Any]):
 
 
 def _audit(*objects: dict[str, Any]):
-    return audit(_view(*objects), build_pipeline(None, offline=False))
+    return audit(_view(*objects), build_pipeline(None, kube_filters=False))
 
 
 def _violations(report) -> dict[str, list[tuple[str, str]]]:

@@ -310,18 +310,18 @@ def test_a_scale_run_says_how_long_berth_took_to_answer_filter_and_bind():
 
     from bench import e2e
     from berth.cluster.view import ClusterView
+    from berth.configure import build_pipeline
     from berth.extender.app import build_extender
     from berth.extender.placer import Writes
     from berth.extender.serve import SnapshotCluster, _no_binding
-    from berth.pipeline import build_pipeline
 
     async def _no_events(pod, events) -> None:
         return None
 
     app = build_extender(
         SnapshotCluster(ClusterView()),
-        rules=build_pipeline(None, offline=False),
-        with_kube=build_pipeline(None, offline=True),
+        rules=build_pipeline(None, kube_filters=False),
+        with_kube=build_pipeline(None, kube_filters=True),
         writes=Writes(bind=_no_binding, record=_no_events),
     )
     metrics = app.app.state.metrics

@@ -215,16 +215,16 @@ def test_the_operator_checks_pods_against_the_allocator_configuration_berth_serv
 
 def _berth_metric_names() -> set[str]:
     """Every series name berth's extender exports (a histogram's and a counter's included)."""
+    from berth.configure import default_pipeline
     from berth.extender.app import build_extender
     from berth.extender.placer import Writes
     from berth.extender.serve import SnapshotCluster
-    from berth.pipeline import default_pipeline
     from tests.builders import view
 
     app = build_extender(
         SnapshotCluster(view()),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=None, record=None),
     )
     registry = app.state.metrics.registry

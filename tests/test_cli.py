@@ -211,9 +211,9 @@ def _recorded_cluster(tmp_path, record: dict) -> str:
 def test_explain_shows_the_placement_record_beside_the_replay_and_agrees_when_nothing_changed(
     tmp_path, capsys
 ):
-    from berth.pipeline import default_pipeline
+    from berth.configure import default_pipeline
 
-    digest = default_pipeline(offline=False).digest
+    digest = default_pipeline(kube_filters=False).digest
     record = {
         "node": "big",
         "score": 2,

@@ -24,13 +24,13 @@ from bench.identity import decision_bytes
 from bench.scenarios import CHAINS, scenarios
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
+from berth.configure import build_pipeline
 from berth.engine import decide
 from berth.engine import draws as draws_module
 from berth.engine import slots as slots_module
 from berth.engine.draws import ARRAY_FROM, Seeded, random_draws
 from berth.engine.ledger import ScoreColumn
 from berth.engine.slots import Remaining, known, remaining, slots_of, without
-from berth.pipeline import build_pipeline
 from berth.vocab.alloc.config import parse_config
 
 CLUSTER = generate(Size("arrays", 160, 1600), seed=3)
@@ -488,7 +488,7 @@ def test_a_plain_pod_decided_over_a_sample_never_makes_the_dict_of_its_candidate
         [node_from_k8s(_node(f"node-{i:03d}")) for i in range(100)],
         [],
     )
-    pipeline = build_pipeline(None, offline=False)
+    pipeline = build_pipeline(None, kube_filters=False)
     made: list[Any] = []
     real = decide_module._candidates
 
@@ -538,7 +538,7 @@ def test_a_placements_summary_worked_out_after_the_cluster_moved_is_the_one_work
     """The extender answers with the chosen node first and has the summary and the placement's words
     worked out after the answer is sent (Decision.summary), when the pod already counts on its node
     and others may have landed: they say what they would have said at once."""
-    pipeline = build_pipeline(None, offline=False)
+    pipeline = build_pipeline(None, kube_filters=False)
     objects = CLUSTER["items"]
     nodes = [node_from_k8s(o) for o in objects if o["kind"] == "Node"]
     running = [pod_from_k8s(o) for o in objects if o["kind"] == "Pod"]

@@ -13,10 +13,10 @@ import berth.cluster.convert as convert
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.placement_record import seed_for
+from berth.configure import default_pipeline
 from berth.extender.app import build_extender
 from berth.extender.placer import Writes
 from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
 
 
@@ -37,8 +37,8 @@ def serve():
         cluster = SnapshotCluster(view(*objects))
         app = build_extender(
             cluster,
-            rules=default_pipeline(offline=False),
-            with_kube=default_pipeline(offline=True),
+            rules=default_pipeline(kube_filters=False),
+            with_kube=default_pipeline(kube_filters=True),
             writes=Writes(bind=binder, record=recorder),
             placement_events=placement_events,
         )

@@ -6,7 +6,7 @@ through the view's indexes, columns and memos kept across decisions; the per-nod
 only the rules. Here both decide the same seeded bursts over the same random clusters, each on a view
 of its own, with pods landing and leaving and nodes changing between decisions, and every Decision
 must be the same to the byte: the chosen node, every node's reasons and score parts, the traces, the
-events. The chains are drawn from every step a configuration can name (berth.pipeline.REGISTRY and the
+events. The chains are drawn from every step a configuration can name (berth.configure.REGISTRY and the
 allocator's registry), so a step added later is drawn too.
 """
 
@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from bench.identity import TINY, decision_bytes, digests
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
+from berth.configure import KUBE, REGISTRY, build_pipeline
 from berth.engine import Decision, Phase, decide, flatten
 from berth.engine.chain import plain_path
 from berth.errors import InvalidConfig
-from berth.pipeline import KUBE, REGISTRY, build_pipeline
 from berth.vocab.alloc.config import parse_config
 from berth.vocab.alloc.registry import ALGORITHMS
 from berth.vocab.tag_steps import RequireWithoutTag
@@ -390,7 +390,7 @@ class World:
     pods: list[dict[str, Any]]
     policies: list[dict[str, Any]]
     config: dict[str, Any]
-    offline: bool
+    kube_filters: bool
     workloads: list[dict[str, Any]]
     # ("decide", pod, asked node indexes or None, node index the pod already sits on or None)
     # ("land", pod) ("leave", pod key) ("node", node)
@@ -423,7 +423,7 @@ def worlds(draw: st.DrawFn, chain: Any = None) -> World:
     if chain is not None:
         config["allocationDescription"] = chain
     try:
-        build_pipeline(parse_config(config), offline=True)
+        build_pipeline(parse_config(config), kube_filters=True)
     except InvalidConfig:  # a spread whose scorer is weighted 0, a chain of data steps alone
         assume(False)
     script: list[tuple[Any, ...]] = []
@@ -486,7 +486,7 @@ def _decisions(world: World, *, plain: bool) -> Iterator[tuple[int, Decision]]:
     """The world's script on a view of its own, each decision as it was made; the chosen node gets
     the pod before the script goes on."""
     view = _view(world)
-    pipeline = build_pipeline(parse_config(world.config), offline=world.offline)
+    pipeline = build_pipeline(parse_config(world.config), kube_filters=world.kube_filters)
     names = [o["metadata"]["name"] for o in world.nodes]
     with plain_path() if plain else nullcontext():
         for i, (action, *args) in enumerate(world.script):
@@ -521,7 +521,7 @@ def assert_same_decisions(world: World) -> None:
                 f"decision {i} of the script differs between the fast and the plain path at byte {at}:\n"
                 f"fast:  ...{left[max(0, at - 400) : at + 200].decode(errors='replace')}\n"
                 f"plain: ...{right[max(0, at - 400) : at + 200].decode(errors='replace')}\n"
-                f"chain: {world.config.get('allocationDescription')}, offline {world.offline}"
+                f"chain: {world.config.get('allocationDescription')}, kube filters {world.kube_filters}"
             )
 
 
@@ -562,7 +562,7 @@ def test_the_benchmark_bursts_decide_on_the_fast_path_as_on_the_plain_one() -> N
 
 
 def test_the_chains_drawn_can_hold_every_step_a_configuration_names() -> None:
-    pipeline = build_pipeline(parse_config({"allocationDescription": EVERY_STEP}), offline=True)
+    pipeline = build_pipeline(parse_config({"allocationDescription": EVERY_STEP}), kube_filters=True)
     built = {type(s) for s in flatten(pipeline.chain)}
     assert built >= {*ALGORITHMS.values(), *REGISTRY.values()}
     # Each phase class's set-level method is one the plain path goes around.
@@ -619,7 +619,7 @@ def test_a_pod_asked_about_where_it_sits_decides_as_if_it_were_not_there(world: 
     """A pod is never its own neighbour: asked about again on a view that already holds it on a node
     (a bind checked again, audit, explain), it is decided as on the same view without it, to the
     byte, by every step drawn; and the view holds it where it was afterwards."""
-    pipeline = build_pipeline(parse_config(world.config), offline=world.offline)
+    pipeline = build_pipeline(parse_config(world.config), kube_filters=world.kube_filters)
     names = [o["metadata"]["name"] for o in world.nodes]
     for i, (action, *args) in enumerate(world.script):
         if action != "decide":

@@ -9,10 +9,10 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
+from berth.configure import default_pipeline
 from berth.extender.app import MAX_BODY_BYTES, build_extender
 from berth.extender.placer import Writes
 from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
 
 
@@ -28,8 +28,8 @@ def _app():
     cluster = SnapshotCluster(view(node("n1"), node("n2"), pod("web", node="n1", tags=["web"])))
     app = build_extender(
         cluster,
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=_no_bind, record=_no_events),
     )
     return app

@@ -11,15 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from berth import annotations as ann
+from berth.configure import default_pipeline
 from berth.engine import decide
 from berth.errors import InvalidConfig, SpecError
-from berth.pipeline import default_pipeline
 from berth.vocab.alloc.config import parse_config
 from berth.vocab.policy import load_policy
 from berth.vocab.policy.cel import compile_rule
 from tests.builders import node, pod, to_pod, view
 
-PIPELINE = default_pipeline(offline=True)
+PIPELINE = default_pipeline(kube_filters=True)
 CLUSTER = view(
     node("n1"), node("n2", tags=("gpu",)), pod("w", node="n1", tags=["web"], uid="0123456789abcdef")
 )

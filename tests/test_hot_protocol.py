@@ -12,12 +12,12 @@ from typing import Any
 
 import uvicorn
 
+from berth.configure import default_pipeline
 from berth.extender import protocol
 from berth.extender.app import build_extender
 from berth.extender.placer import Placer, Writes
 from berth.extender.protocol import HotProtocol
 from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
 
 
@@ -45,8 +45,8 @@ async def hot_server(*objects: dict[str, Any]) -> AsyncIterator[Server]:
 
     app = build_extender(
         SnapshotCluster(view(*(objects or (node("n1"), node("n2"), pod("web-0", uid="u-0"))))),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=binder, record=recorder),
     )
     placer = app.state.placer
@@ -249,8 +249,8 @@ def test_every_decision_kept_for_bind_has_its_summary_worked_out_once_the_call_i
 
     app = build_extender(
         SnapshotCluster(view(node("n1"), node("n2"))),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=None, record=recorder),
     )
     placer = app.state.placer

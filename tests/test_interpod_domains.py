@@ -11,15 +11,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from berth.configure import default_pipeline
 from berth.engine import decide
 from berth.engine.draws import Seeded
 from berth.engine.step import PodContext, Skipped
-from berth.pipeline import default_pipeline
 from berth.vocab.kube.score import KubePreferences, PerNode, _inter_pod, _Nodes
 from tests.builders import node, pod, to_pod, view
 
 HOSTNAME = "kubernetes.io/hostname"
-PIPELINE = default_pipeline(offline=True)
+PIPELINE = default_pipeline(kube_filters=True)
 
 
 def _term(group: str) -> dict[str, Any]:

@@ -7,12 +7,12 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from berth.configure import default_pipeline
 from berth.engine import decide
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, to_pod, view
 
 TAGS = ["web", "db", "batch"]
-PIPELINE = default_pipeline(offline=True)
+PIPELINE = default_pipeline(kube_filters=True)
 
 affinities = st.fixed_dictionaries(
     {},

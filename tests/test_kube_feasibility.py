@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from berth.cluster.quantity import parse_quantity, resource_units
+from berth.configure import default_chain
 from berth.engine import Kind, flatten
-from berth.pipeline import default_chain
 from tests.builders import node, pod
 
 
@@ -209,8 +209,8 @@ def test_init_containers_count_by_their_largest_and_overhead_adds(place):
 
 
 def test_kube_steps_run_only_on_the_offline_path():
-    offline = [s.name for s in flatten(default_chain(offline=True))]
-    live = [s.name for s in flatten(default_chain(offline=False))]
+    offline = [s.name for s in flatten(default_chain(kube_filters=True))]
+    live = [s.name for s in flatten(default_chain(kube_filters=False))]
     # kube-scheduler's filters in the order of its default profile, then its scores among berth's
     # preferences; live, kube-scheduler has run the filters before it asks berth.
     assert [n for n in offline if n.startswith("kube/")] == [

@@ -13,14 +13,14 @@ from collections import Counter
 from typing import Any
 
 from berth.cluster.convert import replica_owner, replica_pods
+from berth.configure import build_pipeline, default_pipeline
 from berth.engine import Decision, decide
-from berth.pipeline import build_pipeline, default_pipeline
 from berth.vocab.alloc.config import parse_config
 from tests.builders import node, pod, to_pod, view
 from tests.policy_builders import app, placement_policy
 
 ZONE = "topology.kubernetes.io/zone"
-PIPELINE = default_pipeline(offline=True)
+PIPELINE = default_pipeline(kube_filters=True)
 REQUESTS = {"cpu": "250m", "memory": "256Mi"}
 
 
@@ -239,7 +239,7 @@ def test_a_configured_chain_still_keeps_one_replica_per_host():
     )
     v = view(node("a"), node("b"), node("c"), placement_policy("one", {"type": "ONE_PER_HOST"}))
     new = [pod(f"web-{i}", labels=app("web")) for i in range(4)]
-    decisions = _burst(v, new, build_pipeline(config, offline=True))
+    decisions = _burst(v, new, build_pipeline(config, kube_filters=True))
     assert sorted(d.chosen for d in decisions[:3]) == ["a", "b", "c"]
     assert decisions[3].chosen is None
     assert "ONE_PER_HOST" in decisions[3].error.message
@@ -250,7 +250,7 @@ def test_simulate_names_what_kube_checks_that_berth_does_not_model():
     decision = decide(to_pod(pod("db", spec=claim)), view(node("a")), PIPELINE, seed=1)
     (note,) = [e for e in decision.events if e.reason == "NotModelled"]
     assert "VolumeBinding" in note.message and note.type == "Warning"
-    live = build_pipeline(None, offline=False)
+    live = build_pipeline(None, kube_filters=False)
     assert not [
         e
         for e in decide(to_pod(pod("db", spec=claim)), view(node("a")), live, seed=1).events

@@ -9,10 +9,10 @@ from fastapi.testclient import TestClient
 
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.leadership import Leadership
+from berth.configure import default_pipeline
 from berth.extender.app import build_extender
 from berth.extender.placer import NOT_LEADING, Writes
 from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
 
 
@@ -88,8 +88,8 @@ def test_a_replica_whose_scheduler_does_not_lead_refuses_filter_and_bind_with_an
 
     app = build_extender(
         SnapshotCluster(view(node("n1"))),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=nothing, record=nothing),
         leadership=Lapsed(),
     )

@@ -18,12 +18,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from berth.cluster.kubeapi import ApiError
+from berth.configure import default_pipeline
 from berth.errors import BerthError
 from berth.extender.app import build_extender, readiness
 from berth.extender.placer import Writes
 from berth.extender.scrape import DelegatedAuth, NoAuth, health_app
 from berth.extender.serve import SnapshotCluster, loopback
-from berth.pipeline import default_pipeline
 from tests.builders import node, view
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,8 +55,8 @@ class FakeApiServer:
 def _port_app(auth):
     app = build_extender(
         SnapshotCluster(view(node("n1"))),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=None, record=None),
     )
     placer = app.state.placer
@@ -212,8 +212,8 @@ def test_a_snapshot_has_no_api_server_to_ask_who_may_scrape(tmp_path):
 def test_verb_errors_are_counted_per_verb():
     app = build_extender(
         SnapshotCluster(view(node("n1"))),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=None, record=None),
     )
     client = TestClient(app)

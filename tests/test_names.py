@@ -14,15 +14,15 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berth.cluster import names as names_module
+from berth.cluster import name_table as names_module
 from berth.cluster import view as view_module
-from berth.cluster.names import NameTable
+from berth.cluster.name_table import NameTable
 from berth.cluster.view import Slots
+from berth.configure import default_pipeline
 from berth.extender import placer as placer_module
 from berth.extender.app import build_extender
 from berth.extender.placer import FIND_FROM_NAMES, Writes
 from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
 
 NAMES = [f"node-{i:04d}" for i in range(600)] + ["ünï-köde", "a", "ip-10-0-1-2.ec2.internal", "日本"]
@@ -95,8 +95,8 @@ def _client(names):
     cluster = SnapshotCluster(view(*(node(n) for n in names), pod("db", node=names[0], tags=["db"])))
     app = build_extender(
         cluster,
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=_nothing, record=_nothing),
     )
     return TestClient(app)

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.view import ClusterView
+from berth.configure import KUBE, REGISTRY, build_pipeline
 from berth.engine import Pipe, Pipeline, decide
-from berth.pipeline import KUBE, REGISTRY, build_pipeline
 from berth.vocab.pod import PodCompiler
 from tests.test_fast_paths import TAINTS, _apply_kube, kube_specs, nodes
 
-OFFLINE = build_pipeline(None, offline=True)
+OFFLINE = build_pipeline(None, kube_filters=True)
 KUBE_ONLY = Pipeline(chain=Pipe(tuple(REGISTRY[name]() for name in KUBE)), compile_pod=PodCompiler(None))
 
 

@@ -280,8 +280,8 @@ def test_the_webhook_knows_the_packages_berth_serve_schedules_with():
     """An unknown package, or limits that break a package's RAM bounds, are refused at admission with
     the text scheduling gives as a 400, given the same allocator configuration (`berth operator
     --config`); without one, berth's defaults define no package, for the webhook as for berth serve."""
+    from berth.configure import build_pipeline
     from berth.errors import InvalidAnnotation
-    from berth.pipeline import build_pipeline
     from berth.vocab.alloc.config import parse_config
     from tests.builders import to_pod
 
@@ -301,7 +301,7 @@ def test_the_webhook_knows_the_packages_berth_serve_schedules_with():
         'annotation berth.dev/package: unknown package "large" (the allocator configuration defines: small)'
     ]
     with pytest.raises(InvalidAnnotation) as refused:
-        build_pipeline(config, offline=False).compile_pod(to_pod(pod("large")))
+        build_pipeline(config, kube_filters=False).compile_pod(to_pod(pod("large")))
     assert problems[0] in str(refused.value)
 
     # The webhook handler checks with what `berth operator --config` loaded; without it, the defaults.

@@ -12,10 +12,10 @@ import pytest
 
 from berth.cluster.live import LiveCluster
 from berth.cluster.per_pod import PerPod, PodStates
+from berth.configure import default_pipeline
 from berth.extender import wire
 from berth.extender.app import build_extender
 from berth.extender.placer import Placer, Writes
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod
 from tests.test_live_cache import FakeApi, Feed, _cache, _until, _with_rv
 
@@ -52,8 +52,8 @@ async def _stack(api: FakeApi) -> tuple[LiveCluster, Placer, Feed, list]:
 
     app = build_extender(
         live,
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=write, record=write, nominate=write, retry=write),
         kube_sample={PROFILE: 0},
         pod_states=states,
@@ -158,8 +158,8 @@ NOT_PER_POD = {
 def test_no_map_of_the_placer_is_kept_per_pod_but_through_pod_states():
     placer = Placer(
         None,  # type: ignore[arg-type]
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=None, record=None, nominate=None, retry=lambda *a: None),  # type: ignore[arg-type]
     )
     held = _containers(placer, set(), "placer")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from berth.cluster.convert import node_from_k8s
+from berth.configure import default_pipeline
 from berth.engine import Kind, Reason, decide
-from berth.pipeline import default_pipeline
 from tests.builders import node, place, pod, to_pod, view
 from tests.policy_builders import app, placement_policy, reasons
 

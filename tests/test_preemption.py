@@ -8,17 +8,17 @@ from fastapi.testclient import TestClient
 
 from berth.analysis.preemption import select_victims
 from berth.cluster.convert import pod_from_k8s
+from berth.configure import default_pipeline
 from berth.extender.app import build_extender
 from berth.extender.placer import Writes
 from berth.extender.preempt import VICTIMS_GOING_SECONDS
 from berth.extender.serve import SnapshotCluster
-from berth.pipeline import default_pipeline
 from tests.builders import node, pod, view
 from tests.policy_builders import app, placement_policy
 
-ONLINE = default_pipeline(offline=False)
+ONLINE = default_pipeline(kube_filters=False)
 # The chain the preempt verb finds victims with: kube's filters as berth models them, and berth's rules.
-OFFLINE = default_pipeline(offline=True)
+OFFLINE = default_pipeline(kube_filters=True)
 
 
 def _pod(name: str, priority: int, **kw: Any) -> dict[str, Any]:
@@ -156,7 +156,7 @@ def test_the_preempt_verb_answers_with_berths_victims_and_drops_what_berth_refus
     app = build_extender(
         SnapshotCluster(v),
         rules=ONLINE,
-        with_kube=default_pipeline(offline=True),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=nothing, record=nothing),
     )
     client = TestClient(app)
@@ -300,7 +300,7 @@ def test_a_pod_nominated_to_a_node_keeps_the_room_preemption_freed_there():
     extender = build_extender(
         SnapshotCluster(v),
         rules=ONLINE,
-        with_kube=default_pipeline(offline=True),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=nothing, record=nothing),
     )
     client = TestClient(extender)
@@ -331,7 +331,7 @@ def test_a_refusal_that_only_berths_rules_make_names_the_lower_priority_pods_tha
     app = build_extender(
         SnapshotCluster(v),
         rules=ONLINE,
-        with_kube=default_pipeline(offline=True),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=nothing, record=record),
     )
     client = TestClient(app)

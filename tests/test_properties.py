@@ -7,13 +7,13 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from berth.configure import default_pipeline
 from berth.engine import decide
-from berth.pipeline import default_pipeline
 from berth.vocab.tag_affinity import parse_affinity
 from tests.builders import node, pod, to_pod, view
 
 TAGS = ["web", "db", "cache", "batch"]
-PIPELINE = default_pipeline(offline=True)
+PIPELINE = default_pipeline(kube_filters=True)
 
 
 @st.composite

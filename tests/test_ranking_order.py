@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from berth.cli import main
-from berth.pipeline import build_pipeline
+from berth.configure import build_pipeline
 from tests.alloc_helpers import cn, config, reason_texts, trace, vm
 from tests.builders import k8s_list, node, place, pod
 
@@ -65,7 +65,9 @@ def _ram_cluster() -> list[dict[str, Any]]:
 def test_a_negative_unreserved_ram_weight_fills_the_node_with_the_least_free_ram():
     # sdc-designation: a negative weight_unreserved_ram fills the fullest nodes first, to keep spare
     # capacity; kube-scheduler's LeastAllocated (a default nobody chose) must not set r1 aside first.
-    decision = place(vm("new", memory="1Gi"), *_ram_cluster(), cfg=config(defaults=PACKING), offline=False)
+    decision = place(
+        vm("new", memory="1Gi"), *_ram_cluster(), cfg=config(defaults=PACKING), kube_filters=False
+    )
     assert decision.chosen == "r1"
     assert "kube/default-score" not in reason_texts(decision).get("r1", "")
     assert trace(decision, "kube/default-score").note.startswith(
@@ -75,11 +77,11 @@ def test_a_negative_unreserved_ram_weight_fills_the_node_with_the_least_free_ram
 
 def test_a_positive_unreserved_ram_weight_spreads_to_the_node_with_the_most_free_ram():
     cfg = config(defaults={**PACKING, "weight_unreserved_ram": 2})
-    assert place(vm("new", memory="1Gi"), *_ram_cluster(), cfg=cfg, offline=False).chosen == "r2"
+    assert place(vm("new", memory="1Gi"), *_ram_cluster(), cfg=cfg, kube_filters=False).chosen == "r2"
 
 
 def test_without_a_configured_resource_weight_kube_schedulers_resource_scores_rank():
-    decision = place(vm("new", memory="1Gi"), *_ram_cluster(), offline=False)
+    decision = place(vm("new", memory="1Gi"), *_ram_cluster(), kube_filters=False)
     assert decision.chosen == "r2"
     assert "kube/default-score" in decision.node("r2").parts
 
@@ -106,7 +108,9 @@ def test_the_configuration_says_in_one_line_that_its_weight_replaces_kubes_resou
 def test_a_package_spread_replaces_kubes_resource_scores_but_not_the_pods_preferences():
     cfg = config(packages={"pack": {"alloc_server_spread": "min-ram"}})
     cluster = [cn("small", memory="8Gi"), cn("large", memory="64Gi", labels={"disk": "ssd"})]
-    packed = place(vm("new", annotations={"berth.dev/package": "pack"}), *cluster, cfg=cfg, offline=False)
+    packed = place(
+        vm("new", annotations={"berth.dev/package": "pack"}), *cluster, cfg=cfg, kube_filters=False
+    )
     assert packed.chosen == "small"
     # The same pod preferring an ssd node: what it wrote outranks the package's packing.
     ssd = vm("new", annotations={"berth.dev/package": "pack"})
@@ -122,7 +126,7 @@ def test_a_package_spread_replaces_kubes_resource_scores_but_not_the_pods_prefer
             ]
         }
     }
-    decision = place(ssd, *cluster, cfg=cfg, offline=False)
+    decision = place(ssd, *cluster, cfg=cfg, kube_filters=False)
     assert decision.chosen == "large"
     small = reason_texts(decision)["small"]
     assert small.startswith("set aside: kube/preferences: lower score for the pod's")
@@ -175,11 +179,11 @@ def test_preferred_pod_affinity_to_the_namespaces_pods_is_honoured_where_the_nam
     want = _preferred(
         "podAffinity", 100, _affinity_term("app.kubernetes.io/name", ["api"], "kubernetes.io/hostname")
     )
-    for offline in (True, False):
+    for kube_filters in (True, False):
         for seed in range(6):
             new = pod("cache-client", namespace="shop", spec={"affinity": want})
-            decision = place(new, *cluster, *running, seed=seed, offline=offline)
-            assert decision.chosen in {"n0", "n1", "n3", "n4"}, (offline, seed, reason_texts(decision))
+            decision = place(new, *cluster, *running, seed=seed, kube_filters=kube_filters)
+            assert decision.chosen in {"n0", "n1", "n3", "n4"}, (kube_filters, seed, reason_texts(decision))
 
 
 def test_the_owner_spread_still_applies_where_the_pod_prefers_nothing():
@@ -245,7 +249,7 @@ def test_a_configured_chain_runs_the_pods_kube_preferences_too(configured):
         if configured
         else None
     )
-    pipeline = build_pipeline(cfg, offline=False)
+    pipeline = build_pipeline(cfg, kube_filters=False)
     assert "kube/preferences" in pipeline.names()
     cluster = [cn("small", memory="8Gi", labels={"disk": "ssd"}), cn("large", memory="64Gi")]
     p = vm("new")
@@ -261,5 +265,5 @@ def test_a_configured_chain_runs_the_pods_kube_preferences_too(configured):
             ]
         }
     }
-    assert place(p, *cluster, cfg=cfg, offline=False).chosen == "small"
-    assert place(vm("new"), *cluster, cfg=cfg, offline=False).chosen == "large"
+    assert place(p, *cluster, cfg=cfg, kube_filters=False).chosen == "small"
+    assert place(vm("new"), *cluster, cfg=cfg, kube_filters=False).chosen == "large"

@@ -19,15 +19,15 @@ from berth.cli import main
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.kubeapi import Credentials, KubeClient
 from berth.cluster.planned import target_annotation
+from berth.configure import build_pipeline
 from berth.engine import decide
 from berth.evict import EVICTIONS, evict
-from berth.pipeline import build_pipeline
 from tests.alloc_helpers import cn, vm
 from tests.api_server import api_server
 from tests.builders import k8s_list, view
 
 APP = "app.kubernetes.io/name"
-RULES, PLACEMENT = build_pipeline(None, offline=False), build_pipeline(None, offline=True)
+RULES, PLACEMENT = build_pipeline(None, kube_filters=False), build_pipeline(None, kube_filters=True)
 
 
 def policy(name: str, tree: dict[str, Any], selector: dict[str, str], namespace: str = "shop") -> dict:

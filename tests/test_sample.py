@@ -14,10 +14,10 @@ from berth.extender.sample import (
     HANDOVERS_AT_MOST,
     REJECTED_FOR,
     HandOvers,
+    asked_a_sample,
     feasible_nodes_to_find,
     parse_profiles,
-    sampled,
-    thin,
+    too_few_in_sample,
 )
 
 
@@ -43,17 +43,17 @@ def test_feasible_nodes_to_find_is_kube_schedulers(percentage, nodes, want):
 
 
 def test_a_sample_is_an_early_stop_below_the_clusters_size():
-    assert sampled(500, 5000, 0)
-    assert not sampled(499, 5000, 0)  # a full pass found fewer: every other node failed kube's filters
-    assert not sampled(5000, 5000, 0)
-    assert not sampled(500, 5000, 100)  # the exhaustive profile never samples
-    assert not sampled(60, 60, 0)
+    assert asked_a_sample(500, 5000, 0)
+    assert not asked_a_sample(499, 5000, 0)  # a full pass found fewer: every other node failed kube's filters
+    assert not asked_a_sample(5000, 5000, 0)
+    assert not asked_a_sample(500, 5000, 100)  # the exhaustive profile never samples
+    assert not asked_a_sample(60, 60, 0)
 
 
 def test_thin_is_fewer_than_kubes_minimum_of_feasible_nodes():
-    assert thin(0, 500) and thin(99, 500)
-    assert not thin(100, 500) and not thin(500, 500)
-    assert not thin(1, 1)  # the nominated node alone, evaluated again
+    assert too_few_in_sample(0, 500) and too_few_in_sample(99, 500)
+    assert not too_few_in_sample(100, 500) and not too_few_in_sample(500, 500)
+    assert not too_few_in_sample(1, 1)  # the nominated node alone, evaluated again
 
 
 def test_the_profiles_are_read_as_kube_schedulers_configuration_sets_them():
@@ -114,9 +114,9 @@ def test_a_nomination_berth_did_not_write_is_not_berths():
 def _placer(nodes: int, *, handed: list, events: list, objects: tuple = ()):
     """A placer on kube's adaptive sample over `nodes` nodes, the last holding a pod tagged db (or over
     `objects`, nodes and pods, when given)."""
+    from berth.configure import default_pipeline
     from berth.extender.placer import Placer, Writes
     from berth.extender.serve import SnapshotCluster
-    from berth.pipeline import default_pipeline
     from tests.builders import node, pod, view
 
     v = view(
@@ -137,8 +137,8 @@ def _placer(nodes: int, *, handed: list, events: list, objects: tuple = ()):
 
     placer = Placer(
         SnapshotCluster(v),
-        rules=default_pipeline(offline=False),
-        with_kube=default_pipeline(offline=True),
+        rules=default_pipeline(kube_filters=False),
+        with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=nothing, record=record, nominate=nominate),
         kube_sample={"berth-scheduler": 0},
     )
@@ -341,10 +341,10 @@ def sampled_worlds(draw: st.DrawFn) -> dict:
 def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(world):
     from berth.cluster.convert import pod_from_k8s
     from berth.cluster.placement_record import seed_for
+    from berth.configure import default_pipeline
     from berth.engine import decide
     from berth.extender.placer import Placer, Writes
     from berth.extender.serve import SnapshotCluster
-    from berth.pipeline import default_pipeline
     from tests.builders import node, pod, view
 
     count = world["count"]
@@ -353,7 +353,7 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
     objects = [node(n, taints=noschedule if i in world["tainted"] else None) for i, n in enumerate(names)]
     objects += [pod(f"db-{i}", node=names[i], tags=["db"]) for i in world["holders"]]
     v = view(*objects)
-    online, offline = default_pipeline(offline=False), default_pipeline(offline=True)
+    rules, with_kube = default_pipeline(kube_filters=False), default_pipeline(kube_filters=True)
 
     async def nothing(*_):
         return None
@@ -366,8 +366,8 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
 
         made = Placer(
             SnapshotCluster(view(*objects)),
-            rules=online,
-            with_kube=offline,
+            rules=rules,
+            with_kube=with_kube,
             writes=Writes(bind=nothing, record=nothing, nominate=nominate),
             kube_sample={"berth-scheduler": 0},
         )
@@ -383,8 +383,8 @@ def test_the_sample_never_refuses_a_pod_the_decision_over_every_node_places(worl
     accepted = [n for n in accepted if int(n[1:]) not in world["tainted"]]
     sample = accepted[: feasible_nodes_to_find(0, count)]
     the_pod = pod_from_k8s(body)
-    everywhere = decide(the_pod, v, offline, seed=seed_for(the_pod))
-    over_sample = decide(the_pod, v, online, candidates=sample, seed=seed_for(the_pod))
+    everywhere = decide(the_pod, v, with_kube, seed=seed_for(the_pod))
+    over_sample = decide(the_pod, v, rules, candidates=sample, seed=seed_for(the_pod))
     answer = _filter(placer, body, sample)
     _watch_shows(placer, body, condition=answer.error or "", wait=0)  # kube recorded the attempt
     placer.loop.run_until_complete(asyncio.sleep(0))
@@ -449,8 +449,8 @@ def test_the_nodes_a_thin_pod_may_go_to_are_listed_from_the_tag_holders():
     """Looking past the sample asks only the nodes require_with_tag lists from its index (the holders),
     not the 5000 others; a rule that cannot list them (a topologyKey, no rule) lists nothing."""
     from berth.cluster.convert import pod_from_k8s
-    from berth.engine import listed
-    from berth.pipeline import default_pipeline
+    from berth.configure import default_pipeline
+    from berth.engine import indexed_candidates
     from tests.builders import node, pod, view
 
     v = view(
@@ -459,17 +459,17 @@ def test_the_nodes_a_thin_pod_may_go_to_are_listed_from_the_tag_holders():
         pod("db-2", node="n150", tags=["db", "cache"]),
         pod("elsewhere", namespace="other", node="n007", tags=["db"]),  # another tenant's: not counted
     )
-    online = default_pipeline(offline=False)
+    rules = default_pipeline(kube_filters=False)
 
     def wanting(affinity):
         return pod_from_k8s(pod("app", uid="uid-app", affinity=affinity))
 
-    assert sorted(listed(wanting({"require_with_tag": ["db"]}), v, online)) == ["n005", "n150"]
-    assert listed(wanting({"require_with_tag": ["db", "cache"]}), v, online) == ["n150"]
-    assert listed(wanting({"require_with_tag": ["nobody"]}), v, online) == []
+    assert sorted(indexed_candidates(wanting({"require_with_tag": ["db"]}), v, rules)) == ["n005", "n150"]
+    assert indexed_candidates(wanting({"require_with_tag": ["db", "cache"]}), v, rules) == ["n150"]
+    assert indexed_candidates(wanting({"require_with_tag": ["nobody"]}), v, rules) == []
     zone = {"require_with_tag": ["db"], "topologyKey": "topology.kubernetes.io/zone"}
-    assert listed(wanting(zone), v, online) is None
-    assert listed(wanting(None), v, online) is None
+    assert indexed_candidates(wanting(zone), v, rules) is None
+    assert indexed_candidates(wanting(None), v, rules) is None
 
 
 def test_a_new_pod_whose_rules_list_too_few_nodes_is_nominated_before_kubes_first_attempt():

@@ -11,17 +11,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from berth.configure import default_pipeline
 from berth.engine import decide
 from berth.engine.chain import plain_path
 from berth.engine.draws import Seeded
 from berth.engine.step import PodContext
-from berth.pipeline import default_pipeline
 from berth.vocab.kube.score import KubeDefaultScore, _Nodes, _spread
 from berth.vocab.kube.spread import domain_counts, matching_nodes, own_soft, system_soft
 from tests.builders import node, pod, to_pod, view
 
 ZONE = "topology.kubernetes.io/zone"
-PIPELINE = default_pipeline(offline=True)
+PIPELINE = default_pipeline(kube_filters=True)
 SERVICE = {
     "apiVersion": "v1",
     "kind": "Service",

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from berth.cluster.convert import pod_from_k8s
+from berth.configure import default_pipeline
 from berth.engine import Kind, Reason, decide
-from berth.pipeline import default_pipeline
 from tests.builders import churn, node, pod, view
 
 

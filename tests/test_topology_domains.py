@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.analysis.audit import audit, policy_counts
-from berth.analysis.headroom import capacity
 from berth.analysis.preemption import select_victims
 from berth.analysis.rebalance import plan
+from berth.analysis.room import capacity
 from berth.cli import main
 from berth.cluster.convert import node_from_k8s, pod_from_k8s
 from berth.cluster.topology import key_problem
 from berth.cluster.view import ClusterView, app_key
+from berth.configure import build_pipeline, default_pipeline
 from berth.engine import Kind, decide
-from berth.pipeline import build_pipeline, default_pipeline
 from berth.vocab.pod import compile_pod
 from berth.vocab.policy import load_policy
 from tests import builders
@@ -99,7 +99,7 @@ def test_one_per_host_per_zone_refuses_every_node_of_a_zone_that_runs_the_app_na
 def test_a_deployment_of_four_under_one_per_host_per_zone_on_three_zones_places_three_and_refuses_one():
     policy = placement_policy("zone", {"type": "ONE_PER_HOST", "topologyKey": ZONE})
     view = builders.view(*NODES, policy)
-    pipeline = default_pipeline(offline=True)
+    pipeline = default_pipeline(kube_filters=True)
     zones = []
     for i in range(4):
         new = to_pod(web(f"web-{i}"))
@@ -387,7 +387,7 @@ def _zone_cluster() -> list[dict[str, Any]]:
 
 
 def test_audit_names_the_zone_and_the_pod_in_another_node_of_it_that_the_youngest_collides_with():
-    report = audit(builders.view(*_zone_cluster()), build_pipeline(None, offline=False))
+    report = audit(builders.view(*_zone_cluster()), build_pipeline(None, kube_filters=False))
     (found,) = report.by_rule()[POLICY]
     assert (found.pod, found.node) == ("shop/web-b", "a2")
     assert found.collides_with == ("shop/web-a",)
@@ -402,7 +402,7 @@ def test_the_policy_status_counts_one_violating_pod_in_the_zone_that_holds_two()
 
 def test_rebalance_moves_the_excess_out_of_the_zone_that_holds_two():
     view = builders.view(*_zone_cluster())
-    found = plan(view, build_pipeline(None, offline=False), build_pipeline(None, offline=True))
+    found = plan(view, build_pipeline(None, kube_filters=False), build_pipeline(None, kube_filters=True))
     assert [(m.pod, m.node) for m in found.moves] == [("shop/web-b", "a2")]
     assert found.moves[0].target in {"b1", "c1"}
 
@@ -436,7 +436,7 @@ def test_simulate_detail_names_the_zone_and_the_pod_already_there(tmp_path, caps
 # -- capacity, preemption, validate ----------------------------------------------------------------------
 def test_capacity_under_one_per_host_per_zone_is_one_per_labelled_zone():
     view = builders.view(*NODES, placement_policy("zone", {"type": "ONE_PER_HOST", "topologyKey": ZONE}))
-    found = capacity(to_pod(web("more")), view, default_pipeline(offline=True))
+    found = capacity(to_pod(web("more")), view, default_pipeline(kube_filters=True))
     placed = {row.name: row.fits for row in found.nodes if row.fits}
     assert sum(placed.values()) == 3  # zones a, b and c; x1 has no zone
     assert sorted(view.node(n).labels[ZONE] for n in placed) == ["a", "b", "c"]
@@ -453,14 +453,14 @@ def test_preemption_frees_a_node_whose_own_pod_fills_its_zone_and_no_other():
     urgent = to_pod(_priority(web("urgent"), 100))
     # zone b's only pod of the app is on b1, of lower priority: evicting it frees b1 (and zone b)
     here = builders.view(*NODES, policy, _priority(web("low", "b1"), 1))
-    found = select_victims(urgent, here, default_pipeline(offline=True), {"b1": []}, seed=1)
+    found = select_victims(urgent, here, default_pipeline(kube_filters=True), {"b1": []}, seed=1)
     assert [p.name for p in found["b1"].pods] == ["low"]
     # the pod filling zone b is on b2: nothing on b1 can be evicted to let the pod in (kube-scheduler
     # takes victims on the candidate node only), so b1 is not proposed
     there = builders.view(
         *NODES, policy, _priority(web("low", "b2"), 1), _priority(pod("filler", node="b1"), 1)
     )
-    assert select_victims(urgent, there, default_pipeline(offline=True), {"b1": []}, seed=1) == {}
+    assert select_victims(urgent, there, default_pipeline(kube_filters=True), {"b1": []}, seed=1) == {}
 
 
 def test_berth_validate_names_an_invalid_topology_key(tmp_path, capsys):

@@ -26,8 +26,9 @@ from berth import annotations as ann
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView, NodeState
 from berth.engine.chain import Member, Or, Pipe, flatten
-from berth.engine.decide import Pipeline, decide
+from berth.engine.decide import decide
 from berth.engine.decision import Decision
+from berth.engine.pipeline import Pipeline
 from berth.engine.types import Kind, Phase
 from berth.vocab.policy.compile import CompiledPolicy
 from berth.vocab.policy.steps import PlacementPolicyStep
@@ -134,9 +135,6 @@ class AuditReport:
         for v in sorted(self.violations, key=lambda v: (v.rule, v.pod)):
             groups.setdefault(v.rule, []).append(v)
         return groups
-
-    def violating_pods(self) -> set[str]:
-        return {v.pod for v in self.violations}
 
     def to_dict(self) -> dict[str, Any]:
         return {

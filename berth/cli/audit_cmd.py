@@ -22,9 +22,9 @@ from berth.cli.sources import (
     source_snapshot,
     what_if_policies,
 )
+from berth.configure import build_pipeline
 from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
-from berth.pipeline import build_pipeline
 
 
 def add_parser(sub: Any, prog: str) -> None:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     snapshot = source_snapshot(args)
     namespaces = () if args.all_namespaces else tuple(args.namespace or ())
     warnings = apply_what_if(snapshot, policies, namespaces)
-    report = audit(snapshot.view, build_pipeline(config, offline=False), namespaces=namespaces)
+    report = audit(snapshot.view, build_pipeline(config, kube_filters=False), namespaces=namespaces)
     report.warnings.extend(warnings)
     emit(
         render(

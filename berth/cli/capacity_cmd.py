@@ -20,9 +20,9 @@ from berth.cli.sources import (
     pods_in,
     source_snapshot,
 )
+from berth.configure import build_pipeline
 from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
-from berth.pipeline import build_pipeline
 from berth.vocab.policy.files import load_policy_files
 
 
@@ -63,7 +63,7 @@ def add_parser(sub: Any, prog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.analysis.headroom import capacity
+    from berth.analysis.room import capacity
     from berth.report import capacity_table
 
     if args.pod is None:
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     policies = load_policy_files(args.policy) if args.policy else None  # InvalidPolicy: main says it
     if args.max < 1:
         raise BerthError(f"--max should be at least 1, found {args.max}")
-    pipeline = build_pipeline(allocator_config(args.config), offline=True)
+    pipeline = build_pipeline(allocator_config(args.config), kube_filters=True)
     snapshot = source_snapshot(args)
     if policies is not None:
         snapshot.view.override_policies(policies)
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _room_left(args: argparse.Namespace) -> int:
     """berth capacity without --pod: the room each node and zone has left (no shape to count)."""
-    from berth.analysis.headroom import room_left
+    from berth.analysis.room import room_left
     from berth.report import room_table
 
     if args.policy or args.config:

@@ -17,10 +17,10 @@ from berth.cli.sources import (
     source_snapshot,
 )
 from berth.cluster import placement_record
+from berth.configure import build_pipeline
 from berth.engine.decide import decide
 from berth.engine.decision import Decision
 from berth.output import add_output_args, emit, render
-from berth.pipeline import build_pipeline
 from berth.report import table
 
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         seed = placement_record.seed_for(pod)
     config = allocator_config(args.config)
-    decision = decide(pod, snapshot.view, build_pipeline(config, offline=True), seed=seed)
+    decision = decide(pod, snapshot.view, build_pipeline(config, kube_filters=True), seed=seed)
     where = f"is on {pod.node_name}" if pod.node_name else "is not placed"
     if decision.chosen and pod.node_name:
         verdict = "the same node" if decision.chosen == pod.node_name else f"{decision.chosen}, another node"
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         answer = decision.error.message if decision.error else f"would place it on {decision.chosen}"
         summary = f"{key} {where}; berth, asked now: {answer}"
-    differs = _replay_differs(record, decision, build_pipeline(config, offline=False).digest)
+    differs = _replay_differs(record, decision, build_pipeline(config, kube_filters=False).digest)
 
     def body() -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -25,9 +25,9 @@ from berth.cli.sources import (
     source_snapshot,
     what_if_policies,
 )
+from berth.configure import build_pipeline
 from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
-from berth.pipeline import build_pipeline
 
 REBALANCE_DEFAULTS = Limits()
 
@@ -108,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     limits = Limits(per_node=args.max_per_node, per_namespace=args.max_per_namespace, per_round=args.max)
     found = plan(
         snapshot.view,
-        build_pipeline(config, offline=False),
-        build_pipeline(config, offline=True),
+        build_pipeline(config, kube_filters=False),
+        build_pipeline(config, kube_filters=True),
         namespaces=namespaces,
         limits=limits,
         include_bare=args.include_bare,

@@ -13,8 +13,8 @@ from berth.cli.options import (
 from berth.cli.sources import (
     allocator_config,
 )
+from berth.configure import build_pipeline
 from berth.errors import BerthError
-from berth.pipeline import build_pipeline
 
 if TYPE_CHECKING:
     from berth.extender.serve import ServeOptions
@@ -133,8 +133,8 @@ def complete(args: argparse.Namespace) -> ServeOptions:
             args.metrics_port, args.metrics_host, args.metrics_auth, args.metrics_cert, args.metrics_key
         )
     options = ServeOptions(
-        rules=build_pipeline(config, offline=False),
-        with_kube=build_pipeline(config, offline=True),
+        rules=build_pipeline(config, kube_filters=False),
+        with_kube=build_pipeline(config, kube_filters=True),
         host=args.host,
         port=args.port,
         cluster_file=args.cluster,

@@ -25,11 +25,11 @@ from berth.cli.sources import (
 )
 from berth.cluster.model import Pod
 from berth.cluster.snapshot import Snapshot
+from berth.configure import build_pipeline
 from berth.engine.decide import decide
 from berth.engine.decision import Decision
 from berth.errors import BerthError
 from berth.output import add_output_args, emit, render
-from berth.pipeline import build_pipeline
 from berth.report import diff_table, replica_summary, summary_table, table
 from berth.vocab.alloc.config import AllocatorConfig
 from berth.vocab.policy.files import load_policy_files
@@ -152,7 +152,7 @@ def _simulate(
     if policies is not None:
         # Like Drove's simulate-placement --placement-policy: these govern every simulated pod.
         snapshot.view.override_policies(policies)
-    pipeline = build_pipeline(config, offline=True)
+    pipeline = build_pipeline(config, kube_filters=True)
     decisions = []
     owners: list[dict[str, Any]] = []
     raws, expanded = replicas_in(args.pod, args.replicas, args.namespace, snapshot.namespace, owners)

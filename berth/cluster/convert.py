@@ -441,7 +441,7 @@ def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
 
 
 def _unmodelled(spec: dict[str, Any]) -> tuple[str, ...]:
-    """What kube-scheduler would check for the pod that berth's offline chain does not model."""
+    """What kube-scheduler would check for the pod that berth's model of its filters leaves out."""
     out = []
     volumes = spec.get("volumes") or []
     if any(isinstance(v, dict) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from berth.cluster.names import Found
+from berth.cluster.name_table import Found
 
 VOTES_AT_MOST = 8  # a run found is worth this many votes: an interleaved call's vote does not undo it
 RENDER_AFTER = 2  # calls not found, while the votes changed the order, before it is first rendered ...

@@ -149,7 +149,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     nominated_node: str = ""
     start_time: str = ""
     preempts: bool = True  # preemptionPolicy is not Never
-    # What kube-scheduler checks for this pod that berth's offline answer does not model (volumes
+    # What kube-scheduler checks for this pod that berth's model of kube's filters leaves out (volumes
     # bound through PersistentVolumeClaims, DRA resource claims): simulate says so.
     unmodelled: tuple[str, ...] = ()
     creation: str = ""

@@ -33,7 +33,7 @@ import numpy as np
 
 from berth import annotations as ann
 from berth.cluster.model import Node, Pod, PodAffinity
-from berth.cluster.names import NameTable
+from berth.cluster.name_table import NameTable
 from berth.cluster.planned import PlannedTargets
 from berth.cluster.selectors import Selector, parse_selector, selector_of_set
 from berth.cluster.topology import Domains

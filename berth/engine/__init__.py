@@ -21,8 +21,9 @@ and traces are built from them only when read. The extender reads `candidate_nam
 """
 
 from berth.engine.chain import Member, Or, Pipe, describe, flatten
-from berth.engine.decide import Pipeline, decide, listed
+from berth.engine.decide import decide, indexed_candidates
 from berth.engine.decision import Decision
+from berth.engine.pipeline import Pipeline
 from berth.engine.step import SKIP, NodeFilter, PodContext, Scorer, SetFilter, Step, Tier, skip
 from berth.engine.types import (
     ErrorInfo,
@@ -59,6 +60,6 @@ __all__ = [
     "decide",
     "describe",
     "flatten",
-    "listed",
+    "indexed_candidates",
     "skip",
 ]

@@ -13,7 +13,7 @@ list used to cost more than the rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -290,12 +290,3 @@ def _first_left_out(cands: Candidates, kept: Candidates, values: Mapping[str, in
 def _pick(view: ClusterView, cands: Candidates, names: Iterable[str]) -> Candidates:
     names = list(names)
     return known(view, dict(zip(names, map(cands.__getitem__, names), strict=True)))
-
-
-def steps_by_name(member: Member) -> dict[str, Step]:
-    return {s.name: s for s in flatten(member)}
-
-
-def check_unique(member: Member) -> Sequence[str]:
-    names = [s.name for s in flatten(member)]
-    return sorted({n for n in names if names.count(n) > 1})

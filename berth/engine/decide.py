@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress
 from typing import Any, overload
 
 import numpy as np
 
 from berth.cluster.model import Pod
-from berth.cluster.names import Found, Guessed
+from berth.cluster.name_table import Found, Guessed
 from berth.cluster.view import ClusterView
-from berth.engine.chain import Member, Or, Pipe, describe, flatten, run
-from berth.engine.decision import Decision, PlacementSummary, Rest
+from berth.engine.chain import Member, Or, Pipe, run
+from berth.engine.decision import Decision, DeferredSummary, PlacementSummary
 from berth.engine.draws import Seeded
 from berth.engine.ledger import Candidates, Ledger, StepRun
+from berth.engine.pipeline import Pipeline
 from berth.engine.slots import Picked, is_known, known, slots_of
 from berth.engine.step import PodContext, Skipped, Step
 from berth.engine.types import (
@@ -38,28 +37,6 @@ TOP_CANDIDATES = 5
 # Scores are compared rounded to 6 decimals; a node more than this below the highest unrounded total
 # cannot round to the highest (or to any of the top few), so only the nodes within it are rounded.
 ROUNDING_MARGIN = 1e-5
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """A chain of steps and the function that compiles a pod's berth annotations for it."""
-
-    chain: Member
-    compile_pod: Callable[[Pod], Any]
-    # Names the chain and the configuration it was built from (a placement record carries it).
-    digest: str = ""
-
-    def names(self) -> list[Any] | str:
-        return describe(self.chain)
-
-    @cached_property
-    def step_names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in flatten(self.chain))
-
-    @cached_property
-    def with_events(self) -> dict[str, Step]:
-        """The steps that add events to a placed pod, by name."""
-        return {s.name: s for s in flatten(self.chain) if type(s).event is not Step.event}
 
 
 def decide(
@@ -111,7 +88,7 @@ def decide(
         return checked()
 
 
-def listed(pod: Pod, view: ClusterView, pipeline: Pipeline) -> list[str] | None:
+def indexed_candidates(pod: Pod, view: ClusterView, pipeline: Pipeline) -> list[str] | None:
     """The nodes the pod's hard steps in sequence (not inside an `or`) list from an index
     (Step.accepted): every node the chain may keep is among them. None: no step can list them. For a
     decision over every node that is only asked which nodes pass, this spares asking the others."""
@@ -194,7 +171,7 @@ def _decide(
     had_no_choice = feasible == 1
 
     summary: PlacementSummary | None = None
-    rest: Rest | None = None
+    rest: DeferredSummary | None = None
     if had_no_choice:
         summary = PlacementSummary(score=best, margin=None, top=((chosen, best),), feasible=feasible)
         events.append(no_choice(chosen, len(names)))
@@ -216,7 +193,7 @@ def _decide(
             words = placed(chosen, summary, len(finalists), runner_up and runner_up[0], len(tied), seed)
             return summary, tuple(words)
 
-        rest = Rest(feasible, work)
+        rest = DeferredSummary(feasible, work)
 
     return Decision(
         pod=pod.key,

@@ -6,7 +6,7 @@ ledger (berth.engine.ledger) and the per-node results and step traces are built 
 time someone reads `nodes` or `steps`; what they hold is the same either way. The same goes for the
 placement's summary and its last events (the runners-up ranked, the words of the placement): the
 extender answers kube-scheduler with the chosen node first and has them worked out after the answer
-is sent (berth.extender.placer, `Placer.settle`), out of kube-scheduler's scheduling cycle.
+is sent (berth.extender.placer, `Placer.bookkeep`), out of kube-scheduler's scheduling cycle.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class PlacementSummary:
     set_aside: tuple[tuple[str, int], ...] = ()
 
 
-class Rest:
+class DeferredSummary:
     """The part of a placed decision worked out when first read: its summary and its last events
     (`work` reads only what the decision itself holds, never the cluster view, so it gives the same
     whenever it runs). Shared with the decision's `outcome()`, so it is worked out once."""
@@ -87,10 +87,10 @@ class Decision:
         seed: int = 0,
         had_no_choice: bool = False,
         summary: PlacementSummary | None = None,
-        rest: Rest | None = None,
+        rest: DeferredSummary | None = None,
     ) -> None:
         self._summary = summary
-        self._rest = rest  # the summary and the events after `events` (Rest), worked out when read
+        self._rest = rest  # the summary and the events after `events` (DeferredSummary), worked out when read
         self.pod = pod
         self.chosen = chosen
         self.error = error
@@ -134,7 +134,7 @@ class Decision:
             return self._rest.feasible
         return self._summary.feasible if self._summary is not None else 0
 
-    def settle(self) -> None:
+    def work_out_summary(self) -> None:
         """Work out the summary and the last events now, if not yet."""
         if self._rest is not None:
             self._rest.get()

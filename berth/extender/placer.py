@@ -26,7 +26,7 @@ from berth.cluster.convert import decoded_pod, pod_from_k8s, watched_pod
 from berth.cluster.kube_order import KubeOrder
 from berth.cluster.kubeapi import ApiError
 from berth.cluster.model import Pod
-from berth.cluster.names import Found, Guessed, names_of
+from berth.cluster.name_table import Found, Guessed, names_of
 from berth.cluster.per_pod import PodStates, pod_key
 from berth.cluster.placement_record import seed_for
 from berth.engine import Decision, Pipeline, decide
@@ -177,7 +177,7 @@ class Placer:
         remembered = self.decisions.remember(pod, decision)
         # The summary is worked out once the answer is sent, on every path (until then the kept
         # outcome holds the decision's ledger, which is large).
-        self._after.append(decision.settle)
+        self._after.append(decision.work_out_summary)
         return remembered, decision
 
     # -- verbs ----------------------------------------------------------------------------------

@@ -40,10 +40,10 @@ from typing import Any
 
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.model import Pod
-from berth.cluster.names import Found, names_of
+from berth.cluster.name_table import Found, names_of
 from berth.cluster.per_pod import PerPod, PodStates, pod_key
 from berth.cluster.placement_record import seed_for
-from berth.engine import Decision, Event, Pipeline, decide, listed
+from berth.engine import Decision, Event, Pipeline, decide, indexed_candidates
 from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
@@ -92,7 +92,7 @@ def parse_profiles(text: str) -> dict[str, int]:
     return out
 
 
-def sampled(asked: int, nodes: int, percentage: int) -> bool:
+def asked_a_sample(asked: int, nodes: int, percentage: int) -> bool:
     """kube-scheduler stopped its filter pass early: it asked about as many nodes as it looks for, fewer
     than the cluster's (a full pass asks about fewer: only the nodes its filters accept)."""
     if percentage >= 100 or asked >= nodes:
@@ -100,7 +100,7 @@ def sampled(asked: int, nodes: int, percentage: int) -> bool:
     return asked >= feasible_nodes_to_find(percentage, nodes)
 
 
-def thin(feasible: int, asked: int) -> bool:
+def too_few_in_sample(feasible: int, asked: int) -> bool:
     """berth's hard rules leave fewer of the asked nodes than kube-scheduler's own minimum of feasible
     nodes: the sample may hold none of, or not the best of, the nodes the rules want."""
     return feasible < min(MIN_FEASIBLE_NODES, asked)
@@ -304,10 +304,10 @@ class PastTheSample:
         the sample stands."""
         percentage = self.kube_sample.get(pod.scheduler_name)
         view = self.cluster.view
-        if percentage is None or not sampled(len(asked), len(view), percentage):
+        if percentage is None or not asked_a_sample(len(asked), len(view), percentage):
             return None
         feasible = decision.feasible
-        if not thin(feasible, len(asked)):
+        if not too_few_in_sample(feasible, len(asked)):
             self.observe("decided")
             return None
         key = pod_key(pod)
@@ -420,7 +420,7 @@ class PastTheSample:
             pod = pod_from_k8s(obj, memo=True)
         except BerthError:
             return  # refused with its reason at the first attempt
-        some = listed(pod, view, self.rules)
+        some = indexed_candidates(pod, view, self.rules)
         if some is None or len(some) >= MIN_FEASIBLE_NODES:
             return  # a sample may well hold enough of its nodes: kube's attempt decides
         node = self.looked_past(pod, set(), some).chosen
@@ -442,7 +442,7 @@ class PastTheSample:
         view = self.cluster.view
         # Only the nodes a hard step lists from an index (a tag's holders) can pass: those asked alone.
         if some is None:
-            some = listed(pod, view, self.rules)
+            some = indexed_candidates(pod, view, self.rules)
         rules = decide(pod, view, self.rules, candidates=some, seed=seed_for(pod))
         refused = rules.failures()
         accepted = [

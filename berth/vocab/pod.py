@@ -54,22 +54,22 @@ class PodCompiler:
 
     KEPT = 1024
 
-    def __init__(self, config: AllocatorConfig | None = None, *, offline: bool = False) -> None:
+    def __init__(self, config: AllocatorConfig | None = None, *, kube_filters: bool = False) -> None:
         self.config = config
         # Offline, kube-scheduler's checks berth does not model are named on the pod's decision.
-        self.offline = offline
+        self.kube_filters = kube_filters
         self._specs: OrderedDict[tuple, PodSpec] = OrderedDict()
 
     def __call__(self, pod: Pod) -> PodSpec:
         key = (
             tuple(pod.annotations.items()),
             tuple(pod.limits.items()),
-            pod.unmodelled if self.offline else (),
+            pod.unmodelled if self.kube_filters else (),
         )
         spec = self._specs.get(key)
         if spec is None:
             spec = compile_pod(pod, config=self.config)
-            if self.offline and pod.unmodelled:
+            if self.kube_filters and pod.unmodelled:
                 note = Event(
                     "Warning",
                     "NotModelled",

@@ -29,7 +29,7 @@ ALWAYS_TIERS = (PLANNED_TARGET, TAG_AFFINITY, KUBE_PREFERENCES)
 ALWAYS = (*ALWAYS_HARD, *ALWAYS_TIERS)
 
 # Every step a chain may name besides the allocator's (whose names are berth.vocab.alloc.plugin_names): the
-# chain builder (berth.pipeline) resolves each to its class, and checks it has one for every name.
+# chain builder (berth.configure) resolves each to its class, and checks it has one for every name.
 OTHER_STEPS = (
     KUBE_NODE_READY,
     KUBE_NODE_UNSCHEDULABLE,

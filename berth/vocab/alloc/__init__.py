@@ -13,7 +13,7 @@ decided (request.py, hints.py). The steps read only that and the cluster view's 
     registry.py       every name of sdc-designation: its step, or why it has no meaning on Kubernetes
     custom.py         custom algorithms (entry points, class paths)
 
-berth.pipeline builds the chain from a configuration; docs/allocator.md is the user's reference.
+berth.configure builds the chain from a configuration; docs/allocator.md is the user's reference.
 """
 
 from berth.vocab.alloc.config import AllocatorConfig, load_config, parse_config

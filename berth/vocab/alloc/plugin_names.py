@@ -1,7 +1,7 @@
 """The names a chain may use and what each means, without importing any step: sdc-designation's algorithms
 (the allocator's steps, with or without `alloc/`), berth's other steps (berth.vocab.step_names), the
 names refused on Kubernetes, and custom algorithms. The configuration's checks read this leaf module;
-berth.vocab.alloc.registry maps the algorithms to their classes, and berth.pipeline the other steps."""
+berth.vocab.alloc.registry maps the algorithms to their classes, and berth.configure the other steps."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ REFUSED: dict[str, str] = {
     ),
     "hard-filter-os": (
         "a pod's operating system is matched by kube-scheduler through the node label kubernetes.io/os "
-        "(nodeSelector), which berth's offline chain checks in kube/node-affinity"
+        "(nodeSelector), which berth's chain with kube's filters checks in kube/node-affinity"
     ),
     "hard-filter-hvm": "there are no hardware-virtualised VM brands (kvm, bhyve) among Kubernetes pods",
     "hard-filter-zpool-encryption": (

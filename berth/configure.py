@@ -1,9 +1,9 @@
 """The chain every pod runs through, built top to bottom in one place.
 
-`build_pipeline(config, offline=...)` builds it from the allocator configuration's
+`build_pipeline(config, kube_filters=...)` builds it from the allocator configuration's
 `allocationDescription`, or, without one, from berth's default chain (docs/allocator.md gives the
 reason for every position):
-1. basic Kubernetes feasibility, offline only: kube-scheduler has done it when the extender is asked;
+1. basic Kubernetes feasibility, with kube_filters only: kube-scheduler has done it before it asks;
 2. hard filters: first the node's own state (cheap, and later steps read node data), then what the
    pod asks of the node (NIC tags, platform, traits), capacity under the overprovision ratios, strict
    locality, the tag constraints, and the pod's PlacementPolicy (its CEL rules cost the most per node,
@@ -26,7 +26,7 @@ import hashlib
 from typing import Any
 
 from berth.engine.chain import Member, Or, Pipe, describe
-from berth.engine.decide import Pipeline
+from berth.engine.pipeline import Pipeline
 from berth.engine.step import Step
 from berth.engine.types import Phase
 from berth.errors import InvalidConfig
@@ -56,7 +56,7 @@ REGISTRY: dict[str, type[Step]] = {
     )
 }
 
-# kube-scheduler's filters, in its order; offline only (the live kube-scheduler runs them itself).
+# kube-scheduler's filters, in its order; with kube_filters only (the live kube-scheduler runs them itself).
 KUBE = tuple(cls.name for cls in kube.FILTERS)
 KUBE_SCORE = kube.KubeDefaultScore.name
 KUBE_PREFERENCES = kube.KubePreferences.name
@@ -64,11 +64,11 @@ POLICY_STEP = step_names.PLACEMENT_POLICY
 OVERRIDE = "override-overprovisioning"
 
 
-def default_description(*, offline: bool, kube_scoring: bool = True) -> Description:
+def default_description(*, kube_filters: bool, kube_scoring: bool = True) -> Description:
     """berth's default chain, in the configuration's words; without kube's default scores when the
     configuration leaves the ranking to the allocator's scorers."""
     chain: list[Any] = ["pipe"]
-    if offline:
+    if kube_filters:
         chain += KUBE
     chain += [
         # The node's own state: cheap label and condition reads; later steps assume well-formed nodes.
@@ -129,7 +129,7 @@ def default_description(*, offline: bool, kube_scoring: bool = True) -> Descript
     return description
 
 
-def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) -> Pipeline:
+def build_pipeline(config: AllocatorConfig | None = None, kube_filters: bool = True) -> Pipeline:
     """The chain of the configuration (berth's default without allocationDescription), its steps
     built with the configuration's weights, ratios and limits.
 
@@ -140,9 +140,9 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     if config.description is not None:
         description = with_own_rules(config.description)
     else:
-        description = default_description(offline=offline, kube_scoring=ranks_by_kube(config))
+        description = default_description(kube_filters=kube_filters, kube_scoring=ranks_by_kube(config))
     names = names_in(description)
-    if not offline:
+    if not kube_filters:
         description = _without_kube(description) or ("pipe", "identity")
     elif config.description is not None and not any(n in KUBE for n in names):
         description = ("pipe", *KUBE, description)
@@ -150,7 +150,7 @@ def build_pipeline(config: AllocatorConfig | None = None, offline: bool = True) 
     setup = Setup(config=config, override=override and not config.defaults.disable_override_overprovisioning)
     chain = _member(description, "allocationDescription", setup)
     return Pipeline(
-        chain=chain, compile_pod=PodCompiler(config, offline=offline), digest=digest(chain, config)
+        chain=chain, compile_pod=PodCompiler(config, kube_filters=kube_filters), digest=digest(chain, config)
     )
 
 
@@ -199,12 +199,12 @@ def digest(chain: Member, config: AllocatorConfig) -> str:
     return hashlib.sha256(repr(settings).encode()).hexdigest()[:12]
 
 
-def default_chain(*, offline: bool) -> Member:
-    return build_pipeline(None, offline=offline).chain
+def default_chain(*, kube_filters: bool) -> Member:
+    return build_pipeline(None, kube_filters=kube_filters).chain
 
 
-def default_pipeline(*, offline: bool = True) -> Pipeline:
-    return build_pipeline(None, offline=offline)
+def default_pipeline(*, kube_filters: bool = True) -> Pipeline:
+    return build_pipeline(None, kube_filters=kube_filters)
 
 
 def _without_kube(description: Description) -> Description | None:
