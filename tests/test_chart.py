@@ -1,6 +1,6 @@
 """The chart's files: values documented and valid, the CRDs shared with manifests/, the generated
 scheduler configuration, and the objects `helm template` renders from them (with the helm the end-to-end
-suite builds; skipped without it). Linting and the API server are e2e/test_chart.py's."""
+suite builds; skipped without it). Linting and the API server are e2e/test_chart_e2e.py's."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def _berth_metric_names() -> set[str]:
 
 # Series from elsewhere that the alerts and the dashboard read: Prometheus's own `up`, and
 # kube-scheduler's (berth-scheduler's own queue and lease; checked against a running kube-scheduler in
-# e2e/test_chart.py).
+# e2e/test_chart_e2e.py).
 OTHER_SERIES = {"up", "leader_election_master_status", "scheduler_pending_pods"}
 SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 

@@ -1,6 +1,6 @@
 """The guides' commands and manifests. Every `berth` command in a ```sh block parses with berth's own
 CLI parser; every manifest (a ```yaml block, or a heredoc in a ```sh block) is valid YAML and passes
-`berth validate`, and a values file passes the chart's schema. e2e/test_chart_docs.py runs the blocks
+`berth validate`, and a values file passes the chart's schema. e2e/test_chart_docs_e2e.py runs the blocks
 marked `<!-- e2e -->` on the end-to-end cluster and checks every kubectl and helm command's flags.
 
 A marker is an HTML comment on the line before a block: `<!-- e2e -->` (runs, exits 0),

@@ -189,3 +189,24 @@ def test_no_two_modules_or_classes_share_a_name():
     ]
     assert sorted({m for m in modules if modules.count(m) > 1}) == []
     assert sorted({c for c in classes if classes.count(c) > 1}) == []
+
+
+# The extender's rooms (berth/extender/placer.py's docstring): the Placer holds the verbs and their
+# order and imports its concerns; a concern imports neither the Placer nor the HTTP surface, and only
+# the modules below it among the concerns (decisions and pod_events are the lowest).
+CONCERNS = ("decisions", "pod_events", "preempt", "requeue", "sample")
+SURFACE = ("placer", "app", "serve", "protocol", "openapi", "scrape")
+
+
+@pytest.mark.parametrize("concern", CONCERNS)
+def test_an_extender_concern_imports_no_verb_or_http_module(concern):
+    module = f"berth.extender.{concern}"
+    assert module in MODULES
+    assert sorted(t for t in IMPORTS[module] if t in {f"berth.extender.{s}" for s in SURFACE}) == []
+
+
+def test_the_commands_and_the_analyses_read_the_placement_record_without_the_extender():
+    readers = ("berth.cli.explain_cmd", "berth.analysis.rebalance", "berth.cluster.convert")
+    for reader in readers:
+        assert "berth.cluster.placement_record" in IMPORTS[reader], reader
+        assert not any(_under(t, ("berth.extender",)) for t in IMPORTS[reader]), reader

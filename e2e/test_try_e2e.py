@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_chart_docs import guide_env, run_guide
+from test_chart_docs_e2e import guide_env, run_guide
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_WITHIN = 600  # seconds; the control plane is built before CI runs the e2e tests

@@ -1,7 +1,7 @@
 """The guides on a real cluster: every shell block marked `<!-- e2e -->` in docs/troubleshooting.md
 and docs/operator-guide.md runs here as written, in order, with kubectl, helm and berth on the PATH and
 the admin kubeconfig (the marker may name the exit status and a text the output holds); the user
-guide's run against `make try`'s cluster (test_try.py). Every other kubectl and helm command in the docs
+guide's run against `make try`'s cluster (test_try_e2e.py). Every other kubectl and helm command in the docs
 is checked against the binary's flags (`--help` after its arguments fails on an unknown flag or
 subcommand); berth commands are checked by tests/test_docs.py."""
 
