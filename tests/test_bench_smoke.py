@@ -343,3 +343,13 @@ def test_a_scale_run_says_how_long_berth_took_to_answer_filter_and_bind():
         metrics.latency.labels("filter").observe(seconds)
     metrics.latency.labels("bind").observe(0.004)
     assert e2e.answers(before, counts()) == "berth answered (mean ms): filter 2.00, bind 4.00"
+
+
+def test_the_state_benchmark_lists_every_object_and_says_what_it_cost(tmp_path):
+    """bench.state: the live cache lists a generated cluster page by page; the table says how long it
+    took and the memory it held, per 10,000 pods too."""
+    out = _bench(["bench.state", "--nodes", "40", "--pods", "1200"], tmp_path)
+    (row,) = _tables(out)["The live cache listing a cluster, in process"]
+    assert row["nodes"] == "40" and row["pods"] == "1200"
+    assert _number(row["ready (s)"]) > 0 and _number(row["JSON listed (MiB)"]) > 0
+    assert _number(row["RSS before (MiB)"]) <= _number(row["after"]) <= _number(row["peak"])

@@ -269,3 +269,33 @@ def test_a_quantity_that_is_not_a_string_is_never_taken_for_another():
     assert pod_from_k8s(with_cpu("number", 1)).requests["cpu"] == 1000
     with pytest.raises(SnapshotError, match="cpu"):
         pod_from_k8s(with_cpu("boolean", True))
+
+
+def test_a_pod_listed_on_its_node_is_not_kept_but_one_waiting_for_a_node_is(monkeypatch):
+    # A list of a running cluster would otherwise keep the decoded specs of thousands of pods alive.
+    memo = SpecMemo()
+    monkeypatch.setattr(convert, "SPEC_MEMO", memo)
+    running = pod("running", uid="u-running", node="n1")
+    pod_from_k8s(running, memo=True)
+    assert memo.get("u-running", "default", running["metadata"].get("labels"), running["spec"]) is None
+    waiting = pod("waiting", uid="u-waiting", phase="Pending")
+    pod_from_k8s(waiting, memo=True)
+    assert memo.get("u-waiting", "default", waiting["metadata"].get("labels"), waiting["spec"]) is not None
+
+
+def test_the_pods_of_a_workload_share_one_copy_of_their_tolerations_and_owner():
+    def replica(i: int) -> dict[str, Any]:
+        obj = pod(f"web-{i}", uid=f"u-{i}", node="n1")
+        obj["spec"]["tolerations"] = [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+        ]
+        owner = {"kind": "ReplicaSet", "name": "web-5d8f", "controller": True, "uid": "rs"}
+        obj["metadata"]["ownerReferences"] = [owner]
+        return obj
+
+    a, b = pod_from_k8s(replica(1)), pod_from_k8s(replica(2))
+    assert a.tolerations == b.tolerations and a.tolerations is b.tolerations
+    assert a.controller == b.controller == ("ReplicaSet", "web-5d8f") and a.controller is b.controller
+    other = replica(3)
+    other["spec"]["tolerations"][0]["effect"] = "NoSchedule"
+    assert pod_from_k8s(other).tolerations[0].effect == "NoSchedule"

@@ -313,6 +313,20 @@ def _shared_items(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     return dict(items)
 
 
+def _one(value: Any) -> Any:
+    """The first value equal to this one (an immutable value): the tolerations and the owner of a
+    workload's pods are the same for all of them, and per pod they cost more than its name."""
+    try:
+        return _first(value)
+    except TypeError:  # not hashable (a malformed file): its own
+        return value
+
+
+@lru_cache(maxsize=8192)
+def _first(value: Any) -> Any:
+    return value
+
+
 def _term(raw: Any, field: str, namespace: str, labels: dict[str, str]) -> AffinityTerm:
     if not isinstance(raw, dict):
         raise ValueError(f"{field}: should be a pod affinity term (an object)")
@@ -599,14 +613,16 @@ def _from_spec(spec: dict[str, Any], meta: dict[str, Any], namespace: str, sourc
         "requests": requests,
         "limits": limits,
         "node_selector": _shared(node_selector),
-        "tolerations": tuple(
-            Toleration(
-                key=t.get("key", "") or "",
-                operator=t.get("operator", "Equal") or "Equal",
-                value=t.get("value", "") or "",
-                effect=t.get("effect", "") or "",
+        "tolerations": _one(
+            tuple(
+                Toleration(
+                    key=t.get("key", "") or "",
+                    operator=t.get("operator", "Equal") or "Equal",
+                    value=t.get("value", "") or "",
+                    effect=t.get("effect", "") or "",
+                )
+                for t in spec.get("tolerations") or []
             )
-            for t in spec.get("tolerations") or []
         ),
         "required_node_affinity": node_affinity,
         "preferred_node_affinity": preferred_node_affinity,
@@ -644,7 +660,10 @@ def pod_from_k8s(
     fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec) if keyed else None
     if fields is None:
         fields = _from_spec(spec, meta, namespace, source)
-        if keyed:
+        # Kept for a pod waiting for a node, whose next events (bound, started) and the scheduler's
+        # calls convert it again; not for one bound already (a list of a running cluster would keep
+        # the decoded specs of 8192 pods alive through the memo's shallow copies, 50 MiB).
+        if keyed and not spec.get("nodeName"):
             SPEC_MEMO.put(uid, namespace, meta.get("labels"), spec, fields)
     pod = Pod(
         namespace=_word(namespace),
@@ -654,7 +673,7 @@ def pod_from_k8s(
         node_name=_word(_text(spec.get("nodeName") or "", "spec.nodeName", source)),
         phase=_word(_text(status.get("phase") or "Pending", "status.phase", source)),
         tags=read_neighbour_tags(annotations.get(ann.TAGS)),
-        controller=_controller(meta),
+        controller=_one(_controller(meta)),
         deleting=bool(meta.get("deletionTimestamp")),
         nominated_node=_word(
             _text(status.get("nominatedNodeName") or "", "status.nominatedNodeName", source)

@@ -212,14 +212,28 @@ class KubeClient:
     async def list_pages(self, path: str, params: dict[str, Any] | None = None, limit: int = 500):
         """(items, resourceVersion) of a whole list, read page by page."""
         items: list[dict[str, Any]] = []
+        rv = ""
+        async for page, version in self.pages(path, params, limit):
+            items.extend(page)
+            rv = version
+        return items, rv
+
+    async def pages(
+        self, path: str, params: dict[str, Any] | None = None, limit: int = 500
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """A list page by page, each (its items, the list's resourceVersion once the last page is
+        read, "" before): a caller that takes each page in and lets it go never holds the whole list
+        decoded (150,000 pods are about 1 GiB of Python objects)."""
         query = dict(params or {}, limit=limit)
         while True:
             page = await self.get(path, query)
-            items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                return items, meta.get("resourceVersion", "")
+            last = not meta.get("continue")
+            yield page.get("items") or [], meta.get("resourceVersion", "") if last else ""
+            if last:
+                return
             query["continue"] = meta["continue"]
+            del page
 
     async def watch(
         self, path: str, params: dict[str, Any], *, idle: float = 150.0, headers_within: float = 30.0

@@ -147,11 +147,16 @@ class Reflector:
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _relist(self) -> None:
-        items, rv = await self.client.list_pages(self.kind.path, self.kind.params)
-        seen = set()
-        for obj in items:
-            seen.add(self.kind.key_of(obj))
-            self.kind.apply(obj)
+        # Each page is taken into the view as it arrives and let go: the decoded list and the view are
+        # never held whole side by side (a relist after 410 Gone included).
+        seen: set[str] = set()
+        rv = ""
+        async for items, version in self.client.pages(self.kind.path, self.kind.params):
+            for obj in items:
+                seen.add(self.kind.key_of(obj))
+                self.kind.apply(obj)
+            rv = version
+            del items
         for gone in self.kind.keys() - seen:
             self.kind.forget(gone)
         self.resource_version = rv

@@ -5,7 +5,7 @@ kube-scheduler stops its filter pass once it has found `numFeasibleNodesToFind` 
 100; `percentageOfNodesToScore` of the cluster, by default 50 % less one point per 125 nodes, at least
 5 %) and asks the extender about those only: a rule that only a few nodes meet (a `require_with_tag`
 neighbour, MATCH_TAG, a trait, strict `near`) may find none of them in the sample. berth then looks past
-it (berth.extender.placer): a pod whose hard rules leave fewer nodes than kube's own minimum ("thin")
+it (PastTheSample, below): a pod whose hard rules leave fewer nodes than kube's own minimum ("thin")
 is decided over every node with the model of kube's filters `berth simulate` uses, and when the best
 node is outside the sample the pod is handed over to it: berth writes it as the pod's
 `status.nominatedNodeName` and answers the attempt with an error, so that kube-scheduler's next attempt

@@ -25,7 +25,7 @@ second, each pod once per round. A change noted again before its round merges wi
 
 A running pod leaving a node is an assigned-pod event, which the same "Extender" registration turns
 into a retry of every pod berth refused; kube-scheduler may act on it before berth's view has the news,
-so berth serve asks again once its view has it (berth.extender.placer, Placer.pod_left). An allocator
+so berth serve asks again once its view has it (berth.extender.requeue). An allocator
 configuration changes by rolling berth-scheduler's pods (the chart's checksum annotation), and a new
 kube-scheduler starts with every pending pod in its active queue.
 """
