@@ -12,11 +12,10 @@ import pytest
 
 from berth.certs import self_signed
 from berth.cluster.kubeapi import ApiError
-from berth.operator import refresh
+from berth.operator import handlers, refresh
+from berth.operator.cache import OperatorCache
 from berth.operator.handlers import (
     check_pod_object,
-    nodes_by_name,
-    pods_by_namespace,
     ready_condition,
     reconcile,
     stale_counts,
@@ -50,6 +49,7 @@ def test_a_valid_policy_is_ready_with_its_generation():
 
 def test_the_status_is_written_at_its_root_where_kubectl_wait_and_the_columns_read_it(monkeypatch):
     """kopf would store a returned value under status.reconcile; the handler patches the root."""
+    monkeypatch.setattr(handlers, "_cache", _listed())
     told = []
     monkeypatch.setattr(kopf, "info", lambda _body, reason, message: told.append(reason))
     body = _policy({"type": "ONE_PER_HOST"}, selector={"matchLabels": {"app": "web"}})
@@ -61,8 +61,6 @@ def test_the_status_is_written_at_its_root_where_kubectl_wait_and_the_columns_re
         namespace="shop",
         name="p",
         patch=patch,
-        pods_by_namespace={},
-        nodes_by_name={},
         reason="create",
     )
     assert returned is None
@@ -71,6 +69,18 @@ def test_the_status_is_written_at_its_root_where_kubectl_wait_and_the_columns_re
     assert patch["status"]["observedGeneration"] == 3
     assert patch["status"]["governedPods"] == 0 and patch["status"]["violatingPods"] == 0
     assert told == ["Compiled"]
+
+
+def test_a_policy_found_before_the_cluster_is_listed_is_counted_by_the_refresh_once_it_is(monkeypatch):
+    # Counted over a cache still listing, its counts would be wrong until the next change.
+    monkeypatch.setattr(handlers, "_cache", _cache(pod("a", namespace="shop", node="n1")))  # not synced
+    monkeypatch.setattr(kopf, "info", lambda *_, **__: None)
+    refresh._marked.clear()
+    body = _policy({"type": "ONE_PER_HOST"}, selector={})
+    patch = kopf.Patch()
+    reconcile(body=body, meta=body["metadata"], status={}, namespace="shop", name="p", patch=patch)
+    assert patch["status"]["conditions"][0]["status"] == "True"
+    assert "governedPods" not in patch["status"] and refresh.take(["shop", "bank"]) == ["shop"]
 
 
 def test_an_invalid_policy_is_not_ready_with_the_field_path_and_rule():
@@ -88,20 +98,20 @@ def test_the_transition_time_is_kept_while_the_status_does_not_change():
     assert ready_condition(broken, 3, previous)["lastTransitionTime"] != "2026-01-01T00:00:00Z"
 
 
-def _indexes(*objects):
-    """The operator's two indexes as kopf hands them to handlers: key -> the values indexed under it."""
-    pods: dict[str, list] = {}
-    nodes: dict[str, list] = {}
+def _cache(*objects, mark=lambda namespace: None) -> OperatorCache:
+    """The operator's cache, fed the objects as its reflector would."""
+    cache = OperatorCache(None, mark=mark)  # type: ignore[arg-type]
     for obj in objects:
-        meta = obj["metadata"]
-        if obj["kind"] == "Pod":
-            found = pods_by_namespace(body=obj, namespace=meta["namespace"], name=meta["name"])
-            for key, value in found.items():
-                pods.setdefault(key, []).append(value)
-        else:
-            for key, value in nodes_by_name(body=obj, name=meta["name"]).items():
-                nodes.setdefault(key, []).append(value)
-    return pods, nodes
+        (cache._apply_pod if obj["kind"] == "Pod" else cache._apply_node)(obj)
+    return cache
+
+
+def _listed(*objects) -> OperatorCache:
+    """A cache that has listed the cluster (its reflectors synced)."""
+    cache = _cache(*objects)
+    for reflector in cache.reflectors:
+        reflector.synced.set()
+    return cache
 
 
 def _web(name, node_name, **extra):
@@ -110,7 +120,7 @@ def _web(name, node_name, **extra):
 
 def test_the_status_counts_running_governed_pods_and_those_the_policy_refuses_where_they_are():
     body = _policy({"type": "ONE_PER_HOST"}, {"matchLabels": {"app": "web"}}, name="web-policy")
-    pods, nodes = _indexes(
+    cache = _cache(
         node("n1"),
         node("n2"),
         _web("a", "n1", **{"app.kubernetes.io/name": "web"}),
@@ -130,13 +140,14 @@ def test_the_status_counts_running_governed_pods_and_those_the_policy_refuses_wh
     policies = {"shop": [refresh.policy_record(body)]}
     # a, b and c match the selector, f names the policy; a and b share n1, c and f share n2: one pod
     # too many on each (b and f, the younger of each pair), as `berth audit` counts.
-    assert stale_counts(["shop"], policies, pods, nodes) == [
+    assert stale_counts(["shop"], policies, cache.pods_of, cache.nodes) == [
         ("shop", "web-policy", {"governedPods": 4, "violatingPods": 2})
     ]
     policies["shop"][0]["status"] = {"governedPods": 4, "violatingPods": 2}
-    assert stale_counts(["shop", "other"], policies, pods, nodes) == []  # nothing to write
-    pods["shop"] = [p for p in pods["shop"] if p.name not in ("b", "f")]
-    assert stale_counts(["shop"], policies, pods, nodes) == [
+    assert stale_counts(["shop", "other"], policies, cache.pods_of, cache.nodes) == []  # nothing to write
+    cache._forget_pod("shop/b")
+    cache._forget_pod("shop/f")
+    assert stale_counts(["shop"], policies, cache.pods_of, cache.nodes) == [
         ("shop", "web-policy", {"governedPods": 2, "violatingPods": 0})
     ]
 
@@ -151,11 +162,16 @@ def test_no_handler_makes_kopf_put_a_finalizer_on_placement_policies():
 
 def test_the_refresh_recounts_only_the_namespaces_whose_pods_changed_or_all_after_a_node_did():
     refresh._marked.clear()
-    pods_by_namespace(body=pod("a", namespace="shop"), namespace="shop", name="a")
+    cache = _cache(mark=refresh.mark)
+    cache._apply_pod(pod("a", namespace="shop"))
     assert refresh.take(["shop", "bank"]) == ["shop"]
     assert refresh.take(["shop", "bank"]) == []  # taken
-    nodes_by_name(body=node("n9"), name="n9")
+    cache._apply_pod(pod("a", namespace="shop"))  # the same pod again: nothing a count reads changed
+    assert refresh.take(["shop", "bank"]) == []
+    cache._apply_node(node("n9"))
     assert refresh.take(["shop", "bank"]) == ["bank", "shop"]
+    cache._apply_node(node("n9"))  # a heartbeat
+    assert refresh.take(["shop", "bank"]) == []
 
 
 def test_the_refresh_patches_the_stale_counts_and_skips_a_policy_deleted_meanwhile():

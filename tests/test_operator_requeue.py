@@ -64,8 +64,6 @@ def _reconcile(body: dict[str, Any], reason: str, old: Any = None) -> None:
         namespace="shop",
         name=body["metadata"]["name"],
         patch=type("Patch", (), {"status": {}})(),
-        pods_by_namespace={},
-        nodes_by_name={},
         reason=reason,
         old=old,
     )

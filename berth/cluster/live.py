@@ -88,14 +88,21 @@ class Watched:
     forbidden_ok: bool = False
 
 
-def _meta_key(obj: dict[str, Any]) -> str:
+class Touched(Protocol):
+    """What a reflector tells the cache it feeds besides the objects: it heard from the API server."""
+
+    def touched(self) -> None: ...
+
+
+def meta_key(obj: dict[str, Any]) -> str:
+    """namespace/name of an object, or its name when it has no namespace."""
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
 class Reflector:
-    def __init__(self, client: KubeClient, kind: Watched, cache: LiveCluster) -> None:
+    def __init__(self, client: KubeClient, kind: Watched, cache: Touched) -> None:
         self.client = client
         self.kind = kind
         self.cache = cache
@@ -232,9 +239,9 @@ class LiveCluster:
                 "/api/v1/nodes",
                 {},
                 apply=self._apply_node,
-                delete=lambda o: self.view.remove_node(_meta_key(o)),
+                delete=lambda o: self.view.remove_node(meta_key(o)),
                 keys=lambda: set(self.view.node_names()),
-                key_of=_meta_key,
+                key_of=meta_key,
                 forget=self.view.remove_node,
             ),
             Watched(
@@ -244,7 +251,7 @@ class LiveCluster:
                 apply=self._apply_pod,
                 delete=self._delete_pod,
                 keys=lambda: {p.key for p in self.view.pods()},
-                key_of=_meta_key,
+                key_of=meta_key,
                 forget=self._forget_pod,
             ),
         ]
@@ -254,9 +261,9 @@ class LiveCluster:
                 "/apis/berth.dev/v1alpha1/placementpolicies",
                 {},
                 apply=self.view.upsert_policy,
-                delete=lambda o: self.view.remove_policy(*_meta_key(o).split("/", 1)),
+                delete=lambda o: self.view.remove_policy(*meta_key(o).split("/", 1)),
                 keys=lambda: {f"{p.namespace}/{p.name}" for p in self.view.policies()},
-                key_of=_meta_key,
+                key_of=meta_key,
                 forget=lambda key: self.view.remove_policy(*key.split("/", 1)),
                 optional=True,
             )
@@ -279,9 +286,9 @@ class LiveCluster:
             path,
             {},
             apply=lambda o: view.upsert_workload(o, kind),
-            delete=lambda o: forget(_meta_key(o)),
+            delete=lambda o: forget(meta_key(o)),
             keys=lambda: view.workload_keys(kind),
-            key_of=_meta_key,
+            key_of=meta_key,
             forget=forget,
             optional=True,
             forbidden_ok=True,
@@ -340,13 +347,13 @@ class LiveCluster:
         try:
             self.view.upsert_node(node_from_k8s(obj))
         except BerthError as exc:
-            log.warning("ignoring node %s: %s", _meta_key(obj), exc.message)
+            log.warning("ignoring node %s: %s", meta_key(obj), exc.message)
 
     def _apply_pod(self, obj: dict[str, Any]) -> None:
         try:
             pod = pod_from_k8s(obj, record=False, memo=True)
         except BerthError as exc:
-            log.warning("ignoring pod %s: %s", _meta_key(obj), exc.message)
+            log.warning("ignoring pod %s: %s", meta_key(obj), exc.message)
             return
         done_with = bool(pod.node_name or pod.terminal)  # as the API server stored it
         reserved = self._reserved.get(pod.uid) if pod.uid else None
@@ -388,7 +395,7 @@ class LiveCluster:
             self._gone[uid] = None
             while len(self._gone) > GONE_REMEMBERED:
                 self._gone.popitem(last=False)
-        key = _meta_key(obj)
+        key = meta_key(obj)
         self.pod_states.forget(uid or "", key)
         gone = self.view.remove_pod(key)
         if gone is not None and gone.node_name:

@@ -2,10 +2,11 @@
 
 - PlacementPolicy objects are compiled on resume, create and spec changes; the status gets a Ready
   condition (True, or False with every error and its field path), observedGeneration, the number of
-  running pods the policy governs and how many of them it refuses where they are (berth.analysis.audit, on a
-  view of the policy's namespace built from the operator's own indexes of pods and nodes), refreshed
-  as pods and nodes come and go (berth.operator.refresh: one loop, not a timer per policy, so kopf puts
-  no finalizer on PlacementPolicies and nothing blocks their deletion once the operator is gone).
+  running pods the policy governs and how many of them it refuses where they are (berth.analysis.audit, on
+  a view of the policy's namespace built from the operator's cache of nodes and pods, berth.operator.cache,
+  which berth's reflector feeds, not kopf), refreshed as pods and nodes come and go
+  (berth.operator.refresh: one loop, not a timer per policy, so kopf puts no finalizer on
+  PlacementPolicies and nothing blocks their deletion once the operator is gone).
 - Admission: pods and workloads with invalid berth annotations are refused with the 400 text, a
   deprecated weighted affinity, a misspelt berth.dev/ annotation and berth annotations on a workload's
   own metadata (not its pod template) are admitted with a warning kubectl prints; PlacementPolicies
@@ -16,7 +17,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kopf
@@ -24,11 +25,12 @@ import kopf
 from berth import annotations as ann
 from berth.analysis.audit import PolicyCounts, policy_counts
 from berth.analysis.validate_warnings import outside_template_warnings
-from berth.cluster.convert import node_from_k8s, pod_from_k8s, pod_requests, pod_template
+from berth.cluster.convert import pod_requests, pod_template
 from berth.cluster.model import Node, Pod
 from berth.cluster.view import ClusterView
 from berth.errors import SnapshotError
 from berth.operator import policy_requeue, refresh
+from berth.operator.cache import OperatorCache
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.pod import check_annotations, compile_pod
 from berth.vocab.policy import CompiledPolicy, load_policy
@@ -69,14 +71,14 @@ def _now() -> str:
 
 
 def policy_view(
-    body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Iterable[Node]]
+    body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Node]
 ) -> tuple[ClusterView, CompiledPolicy]:
     """A view of the policy's namespace: its pods, the nodes they are on, and the policy compiled. A
     policy counts and is asked about only the pods of its own namespace, so nothing else is needed."""
     view = ClusterView()
     pods = list(pods)
     for name in sorted({p.node_name for p in pods if p.node_name}):
-        node = next(iter(nodes.get(name, ())), None)
+        node = nodes.get(name)
         if node is not None:
             view.upsert_node(node)
     for pod in pods:
@@ -84,7 +86,7 @@ def policy_view(
     return view, view.upsert_policy(body)
 
 
-def counts(body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Iterable[Node]]) -> PolicyCounts:
+def counts(body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Node]) -> PolicyCounts:
     """The running pods the policy governs and those it refuses where they are, as `berth audit`
     counts them."""
     view, compiled = policy_view(body, pods, nodes)
@@ -94,14 +96,15 @@ def counts(body: Mapping[str, Any], pods: Iterable[Pod], nodes: Mapping[str, Ite
 def stale_counts(
     namespaces: Iterable[str],
     policies: Mapping[str, Iterable[Mapping[str, Any]]],
-    pods: Mapping[str, Iterable[Pod]],
-    nodes: Mapping[str, Iterable[Node]],
+    pods: Callable[[str], Iterable[Pod]],
+    nodes: Mapping[str, Node],
 ) -> list[tuple[str, str, dict[str, int]]]:
-    """(namespace, name, counts) of every policy of `namespaces` whose status counts are out of date."""
+    """(namespace, name, counts) of every policy of `namespaces` whose status counts are out of date;
+    `pods`: a namespace's pods."""
     out = []
     for namespace in namespaces:
         for body in policies.get(namespace, ()):
-            found = counts(body, pods.get(namespace, []), nodes)
+            found = counts(body, pods(namespace), nodes)
             status = body.get("status") or {}
             fresh = {"governedPods": found.governed, "violatingPods": found.violating}
             changed = {k: v for k, v in fresh.items() if status.get(k) != v}
@@ -110,38 +113,18 @@ def stale_counts(
     return out
 
 
-def _pod_record(body: Mapping[str, Any], namespace: str, name: str) -> Pod:
-    try:
-        return pod_from_k8s(dict(body))
-    except SnapshotError:  # resources berth cannot read: still governed, counted without them
-        meta = body.get("metadata") or {}
-        notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(ann.PREFIX)}
-        node = (body.get("spec") or {}).get("nodeName") or ""
-        phase = (body.get("status") or {}).get("phase") or "Pending"
-        labels = dict(meta.get("labels") or {})
-        return Pod(namespace, name, labels=labels, annotations=notes, node_name=node, phase=phase)
-
-
 def _previous_ready(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
 
 
 # -- handlers -----------------------------------------------------------------------------------------
-# The indexes see every event of a replica that is active in its peering (a paused one watches
-# nothing), so they are also where the counts are marked for the refresh.
-@kopf.index("pods")
-def pods_by_namespace(body: kopf.Body, namespace: str, name: str, **_: Any):
-    refresh.mark(namespace)
-    return {namespace: _pod_record(body, namespace, name)}
+# The nodes and pods the counts read (berth.operator.cache), set by berth.operator.run at startup.
+_cache: OperatorCache | None = None
 
 
-@kopf.index("nodes")
-def nodes_by_name(body: kopf.Body, name: str, **_: Any):
-    refresh.mark(refresh.EVERY_NAMESPACE)
-    try:
-        return {name: node_from_k8s(dict(body))}
-    except SnapshotError:
-        return {name: Node(name=name, ready=False)}
+def use_cache(cache: OperatorCache | None) -> None:
+    global _cache
+    _cache = cache
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
@@ -160,8 +143,6 @@ def reconcile(
     namespace: str,
     name: str,
     patch: kopf.Patch,
-    pods_by_namespace: kopf.Index,
-    nodes_by_name: kopf.Index,
     reason: str | None = None,
     old: Any = None,
     **_: Any,
@@ -180,9 +161,13 @@ def reconcile(
     # would land under status.reconcile (docs/decisions.md).
     patch.status["conditions"] = [condition]
     patch.status["observedGeneration"] = meta.get("generation") or 0
-    found = counts(body, pods_by_namespace.get(namespace, []), nodes_by_name)
-    patch.status["governedPods"] = found.governed
-    patch.status["violatingPods"] = found.violating
+    cache = _cache
+    if cache is not None and cache.ready():
+        found = counts(body, cache.pods_of(namespace), cache.nodes)
+        patch.status["governedPods"] = found.governed
+        patch.status["violatingPods"] = found.violating
+    else:  # the operator is still listing the cluster: counted by the refresh once it has
+        refresh.mark(namespace)
     if compiled.ready:
         kopf.info(body, reason="Compiled", message=condition["message"])
     else:
@@ -195,12 +180,6 @@ def policy_deleted(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: 
     not kopf.on.delete, which would put a finalizer on every PlacementPolicy.)"""
     if event.get("type") == "DELETED":
         policy_requeue.note(namespace, name, (load_policy(body).selector,), "deleted")
-
-
-@kopf.index("pods", when=lambda body, **_: policy_requeue.is_waiting(body))
-def waiting_by_namespace(body: kopf.Body, namespace: str, **_: Any):
-    """The pending pods kube-scheduler found unschedulable, for the retry when a policy changes."""
-    return {namespace: policy_requeue.waiting_record(body)}
 
 
 @kopf.on.validate(GROUP, VERSION, PLURAL, id="placement-policy", operations=["CREATE", "UPDATE"])

@@ -2,18 +2,19 @@
 
 A kopf timer (or daemon) makes kopf put a finalizer on every PlacementPolicy, to stop the timer before
 the object goes. Once the operator is uninstalled nothing removes that finalizer, and deleting the CRD
-hangs. berth's refresh needs no end-of-life step, so it is one loop per operator instead: the index
-handlers mark the namespaces whose pods changed (every namespace when a node changed), and every
-`interval` seconds the loop recounts the policies of those namespaces and patches the counts that
-differ. The indexes are fed only while the replica is active in its peering, so a paused replica marks
-nothing and writes nothing.
+hangs. berth's refresh needs no end-of-life step, so it is one loop per operator instead: the
+operator's cache (berth.operator.cache) marks the namespaces whose pods changed (every namespace when a
+node changed), and every `interval` seconds the loop recounts the policies of those namespaces and
+patches the counts that differ. It waits for the cache to have listed the cluster, and writes only while
+the replica is the active one of its peering (berth.operator.peering): a paused replica keeps its marks
+and writes nothing, and recounts what changed meanwhile when it takes over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from berth.cluster.kubeapi import ApiError, KubeClient
@@ -67,10 +68,21 @@ def status_path(namespace: str, name: str) -> str:
     return f"/apis/berth.dev/v1alpha1/namespaces/{namespace}/placementpolicies/{name}/status"
 
 
-async def run(client: KubeClient, stale: Stale, known: Callable[[], Iterable[str]], interval: float) -> None:
+async def run(
+    client: KubeClient,
+    stale: Stale,
+    known: Callable[[], Iterable[str]],
+    interval: float,
+    *,
+    ready: Callable[[], bool] = lambda: True,
+    active: Callable[[], Awaitable[bool]] | None = None,
+) -> None:
+    """Every `interval` seconds, once `ready` and while `active`: the marked namespaces recounted."""
     while True:
         await asyncio.sleep(interval)
         try:
+            if not ready() or (active is not None and not await active()):
+                continue  # the marks wait for the next round
             await refresh_once(client, stale, take(known()))
         except Exception:  # the next round tries again; never end the loop
             log.exception("refreshing the policies' pod counts failed")

@@ -16,7 +16,8 @@ from berth.certs import self_signed
 from berth.cluster.credentials import Credentials, load_credentials
 from berth.cluster.kubeapi import KubeClient
 from berth.errors import BerthError
-from berth.operator import handlers, policy_requeue, refresh  # handlers: registers them with kopf
+from berth.operator import handlers, peering, policy_requeue, refresh  # handlers: registers them
+from berth.operator.cache import OperatorCache
 from berth.operator.logs import quiet_refusals
 from berth.operator.tlsreload import ReloadingWebhookServer
 from berth.vocab.alloc.config import AllocatorConfig
@@ -136,29 +137,36 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
             raise kopf.TemporaryError(exc.message, delay=LOGIN_RETRY_SECONDS) from None
         return connection_info(creds)
 
+    # kopf pauses a replica whose peer has a higher priority: drawn here, so that the refresh can tell
+    # from the peering object whether this replica is the active one (berth.operator.peering).
+    priority = options.priority or secrets.randbelow(2**31 - 1) + 1
+
     @kopf.on.startup()
-    async def _refresh(
-        memo: kopf.Memo,
-        policies_by_namespace: kopf.Index,
-        pods_by_namespace: kopf.Index,
-        nodes_by_name: kopf.Index,
-        **_: object,
-    ) -> None:
+    async def _background(memo: kopf.Memo, policies_by_namespace: kopf.Index, **_: object) -> None:
+        # The nodes and pods, from berth's reflector (berth.operator.cache): warm in every replica.
+        cache = OperatorCache(KubeClient(load_credentials(kubeconfig, context)), options.namespaces)
+        await cache.start()
+        handlers.use_cache(cache)
+        memo.cache = cache
         client = KubeClient(load_credentials(kubeconfig, context))
 
         def stale(namespaces):
-            return handlers.stale_counts(namespaces, policies_by_namespace, pods_by_namespace, nodes_by_name)
+            return handlers.stale_counts(namespaces, policies_by_namespace, cache.pods_of, cache.nodes)
 
         memo.refresh = asyncio.create_task(
-            refresh.run(client, stale, lambda: list(policies_by_namespace), refresh.INTERVAL_SECONDS)
+            refresh.run(
+                client,
+                stale,
+                lambda: list(policies_by_namespace),
+                refresh.INTERVAL_SECONDS,
+                ready=cache.ready,
+                active=lambda: peering.active(client, options.peering, priority, options.namespaces),
+            )
         )
         memo.refresh_client = client
-
-    @kopf.on.startup()
-    async def _requeue(memo: kopf.Memo, waiting_by_namespace: kopf.Index, **_: object) -> None:
-        client = KubeClient(load_credentials(kubeconfig, context))
-        memo.requeue = asyncio.create_task(policy_requeue.run(client, lambda: waiting_by_namespace))
-        memo.requeue_client = client
+        requeue_client = KubeClient(load_credentials(kubeconfig, context))
+        memo.requeue = asyncio.create_task(policy_requeue.run(requeue_client, cache.waiting_by_namespace))
+        memo.requeue_client = requeue_client
 
     @kopf.on.cleanup()
     async def _stop_refresh(memo: kopf.Memo, **_: object) -> None:
@@ -166,6 +174,9 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
             if getattr(memo, task, None) is not None:
                 getattr(memo, task).cancel()
                 await getattr(memo, client).aclose()
+        if getattr(memo, "cache", None) is not None:
+            handlers.use_cache(None)
+            await memo.cache.stop()
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_refusals()
@@ -174,7 +185,7 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
             clusterwide=not options.namespaces,
             namespaces=list(options.namespaces),
             standalone=options.peering is None,
-            priority=options.priority or secrets.randbelow(2**31 - 1) + 1,
+            priority=priority,
             liveness_endpoint=options.liveness,
         )
     )
