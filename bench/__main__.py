@@ -6,6 +6,8 @@
     python -m bench --size tiny --only engine,extender      what the CI smoke test runs
     python -m bench --only audit     `berth audit` over the large snapshot, the whole process timed
     python -m bench --only watch     `berth serve`'s CPU per watched pod event, Bindings posted at a rate
+    python -m bench --only state     berth's stack started on 5000 nodes and 150,000 pods (half an hour)
+    python -m bench.state            the live cache listing that cluster, in process
     python -m bench generate large --out cluster.json       a snapshot for `berth simulate`
     python -m bench.identity OUT     seeded decisions as digests: compare two trees' files
 
@@ -30,7 +32,10 @@ from bench.generate import SIZES, cluster_file, write_cluster
 from bench.scenarios import scenarios
 from bench.stats import table
 
-PARTS = ("engine", "extender", "audit", "e2e", "watch")
+PARTS = ("engine", "extender", "audit", "e2e", "watch", "state")
+# `state` (bench.state_e2e: a control plane filled with 150,000 pods, about half an hour) runs only when
+# asked for by name.
+DEFAULT_PARTS = ("engine", "extender", "audit", "e2e", "watch")
 FULL_SIZES = ("small", "medium", "large", "xlarge")
 EXTENDER_SIZE = "large"
 AUDIT_SIZE = "large"
@@ -155,6 +160,14 @@ def run_watch(nodes: int, pods: int, rates: tuple[float, ...], results: dict[str
     results["watch"] = rows
 
 
+def run_state(nodes: int, pods: int, new: int, results: dict[str, Any]) -> None:
+    from bench import state_e2e
+
+    row = state_e2e.run(nodes, pods, new)
+    print(table("berth's stack started on a cluster at its limits", state_e2e.HEADERS, [row]))
+    results["state"] = [row]
+
+
 def _scale_sizes(value: str) -> list[tuple[int, int]]:
     """ "500x5000,5000x25000" -> [(500, 5000), (5000, 25000)]: nodes x pods already bound."""
     sizes = []
@@ -171,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small size, under a minute")
     parser.add_argument("--size", action="append", choices=list(SIZES), help="engine and extender size")
-    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {PARTS}")
+    parser.add_argument(
+        "--only",
+        default=",".join(DEFAULT_PARTS),
+        help=f"comma-separated subset of {PARTS} (default: all but state)",
+    )
     parser.add_argument("--e2e-nodes", type=int, help="nodes of the end-to-end cluster")
     parser.add_argument("--e2e-pods", type=int, help="pods per end-to-end scenario")
     parser.add_argument(
@@ -236,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             run_scale(_scale_sizes(scale), new, results, args.e2e_shape, floor=args.e2e_floor)
     if "watch" in only:
         run_watch(30 if quick else 500, 100 if quick else 1000, (100.0,) if quick else (50.0, 100.0), results)
+    if "state" in only:
+        run_state(100 if quick else 5000, 3000 if quick else 150_000, 100 if quick else 1000, results)
     print(f"total {time.perf_counter() - started:.1f} s")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

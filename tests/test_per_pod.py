@@ -10,6 +10,7 @@ import msgspec
 import orjson
 import pytest
 
+from berth.cluster import convert
 from berth.cluster.live import LiveCluster
 from berth.cluster.per_pod import PerPod, PodStates
 from berth.configure import default_pipeline
@@ -102,6 +103,10 @@ def test_every_per_pod_map_is_empty_once_the_watch_shows_its_pods_bound_or_delet
         feed.send("DELETED", _with_rv(urgent, 23))
         await _until(lambda: live.view.pod("default/urgent") is None)
         assert placer.pod_states.sizes() == dict.fromkeys(sizes, 0)
+        # Nor are the conversions of the pods deleted kept for events that will not come.
+        for uid in ("uid-refused", "uid-urgent"):
+            assert uid not in convert.SPEC_MEMO.new and uid not in convert.SPEC_MEMO.old
+            assert uid not in convert.VERSION_MEMO.new and uid not in convert.VERSION_MEMO.old
         await asyncio.gather(*placer.background, return_exceptions=True)
         await live.stop()
 

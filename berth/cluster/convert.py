@@ -509,6 +509,10 @@ class SpecMemo:
                 return None
         return fields
 
+    def forget(self, uid: str) -> None:
+        self.new.pop(uid, None)
+        self.old.pop(uid, None)
+
     def put(
         self, uid: str, namespace: str, labels: Any, spec: dict[str, Any], fields: dict[str, Any]
     ) -> None:
@@ -546,6 +550,10 @@ class VersionMemo:
             return None
         return held[1], held[2]
 
+    def forget(self, uid: str) -> None:
+        self.new.pop(uid, None)
+        self.old.pop(uid, None)
+
     def put(self, uid: str, version: str, pod: Pod, placement: str) -> None:
         if len(self.new) >= self.size:
             self.old, self.new = self.new, {}
@@ -553,6 +561,12 @@ class VersionMemo:
 
 
 VERSION_MEMO = VersionMemo()
+
+
+def forget_pod(uid: str) -> None:
+    """The pod is gone: its conversions are not kept for later events (there are none)."""
+    SPEC_MEMO.forget(uid)
+    VERSION_MEMO.forget(uid)
 
 
 class _Meta(msgspec.Struct, rename="camel"):

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import msgspec
 
 from berth import annotations as ann
-from berth.cluster.convert import node_from_k8s, pod_from_k8s
+from berth.cluster.convert import forget_pod, node_from_k8s, pod_from_k8s
 from berth.cluster.kubeapi import OPENED, ApiError, Credentials, KubeClient
 from berth.cluster.model import Pod
 from berth.cluster.per_pod import PodStates
@@ -397,6 +397,8 @@ class LiveCluster:
                 self._gone.popitem(last=False)
         key = meta_key(obj)
         self.pod_states.forget(uid or "", key)
+        if uid:
+            forget_pod(uid)
         gone = self.view.remove_pod(key)
         if gone is not None and gone.node_name:
             for handler in self._handlers:
@@ -408,6 +410,7 @@ class LiveCluster:
         pod = self.view.pod(key)
         if pod is not None and not (pod.uid and pod.uid in self._reserved):
             self.pod_states.forget(pod.uid, key)
+            forget_pod(pod.uid)
             self.view.remove_pod(key)
 
     # -- berth's own placements ---------------------------------------------------------------

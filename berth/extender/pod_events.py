@@ -1,8 +1,12 @@
 """The events berth writes on the pods it decides about, as kube-scheduler writes FailedScheduling.
 
-A refusal (`FailedPlacement`) or an invalid specification (`InvalidPlacementSpec`) is always written,
-at most once per REFUSAL_EVENT_EVERY while its words stay the same: kube-scheduler asks again after
-every backoff, and the pod's events should say why it waits, not count the attempts. A decision's
+A refusal (`FailedPlacement`) or an invalid specification (`InvalidPlacementSpec`) is written once per
+change of its reason: kube-scheduler asks again after every backoff and at every flush of its queue, and
+the pod's events should say why it waits, not count the attempts (kube-scheduler's own FailedScheduling
+counts them). The reason is the decision's message; the notes added to it (the nodes kube did not ask
+about, the pods that block only under berth's rules) change with kube's sample, and ride along. The same
+reason is written again only once the first event may have expired (the API server keeps events an
+hour by default, --event-ttl), so that a pod waiting for hours still says why. A decision's
 other warnings (a deprecated form, a rule that reads nothing) are written once per pod. The events of
 a placement (`Placed`, `HadNoChoice`, ...) only when `berth serve --placement-events` asks for them:
 the placement record on the pod says the same for every pod without an event each.
@@ -20,7 +24,10 @@ from berth.engine import Decision, Event
 # The events a placed pod can get (`berth serve --placement-events`).
 PLACEMENT_EVENTS = ("Placed", "HadNoChoice", "FinalCandidates", "HighestAffinity")
 REFUSALS = ("FailedPlacement", "InvalidPlacementSpec")
-REFUSAL_EVENT_EVERY = 60.0  # seconds between repeated refusal events for the same pod and text
+# seconds a refusal's note on the nodes kube-scheduler did not ask about is kept before it is worked out
+# again (berth.extender.sample): a decision over the nodes left out
+NOTE_EVERY = 60.0
+REWRITE_AFTER = 3000.0  # seconds: under kube-apiserver's default --event-ttl of an hour
 
 Recorder = Callable[[Pod, list[Event]], Awaitable[None]]
 
@@ -36,7 +43,7 @@ class PodEvents:
         self.record = recorder
         self.placement_events = frozenset(placement_events)
         self.clock = clock
-        self._refusals = states.map("refusal events")  # pod -> (the words written, when)
+        self._refusals = states.map("refusal events")  # pod -> (the reason last written, when)
         self._warned = states.map("warnings written")  # pod -> True
 
     async def warn_once(self, pod: Pod, decision: Decision) -> None:
@@ -48,15 +55,14 @@ class PodEvents:
 
     async def refused(self, pod: Pod, decision: Decision, note: str = "") -> None:
         assert decision.error is not None
-        message = decision.error.message + note
+        why = decision.error.message
         key = pod_key(pod)
-        last = self._refusals.get(key)
-        now = self.clock()
-        if last and last[0] == message and now - last[1] < REFUSAL_EVENT_EVERY:
+        last, now = self._refusals.get(key), self.clock()
+        if last is not None and last[0] == why and now - last[1] < REWRITE_AFTER:
             return
-        self._refusals.set(key, (message, now))
+        self._refusals.set(key, (why, now))
         reason = "InvalidPlacementSpec" if decision.error.code == 400 else "FailedPlacement"
-        await self.record(pod, [Event("Warning", reason, message)])
+        await self.record(pod, [Event("Warning", reason, why + note)])
 
     async def placed(self, pod: Pod, decision: Decision, node: str) -> None:
         if self.placement_events:

@@ -48,7 +48,7 @@ from berth.engine.types import Kind
 from berth.errors import BerthError
 from berth.extender import wire
 from berth.extender.decisions import Cluster
-from berth.extender.pod_events import REFUSAL_EVENT_EVERY
+from berth.extender.pod_events import NOTE_EVERY
 
 log = logging.getLogger("berth.extender")
 
@@ -462,14 +462,14 @@ class PastTheSample:
         `berth simulate` models them) accept, named in the refusal. With percentageOfNodesToScore
         below 100, kube-scheduler asks only about its sample, and a node that alone meets a berth rule
         may be outside it (docs/extender.md, "percentageOfNodesToScore"). Worked out at most once per
-        pod per REFUSAL_EVENT_EVERY: it is a decision over the nodes left out."""
+        pod per NOTE_EVERY: it is a decision over the nodes left out."""
         view = self.cluster.view
         if len(asked) >= len(view):
             return ""
         key = pod_key(pod)
         now = self.clock()
         kept = self._unasked_notes.get(key)
-        if kept is not None and now - kept[1] < REFUSAL_EVENT_EVERY:
+        if kept is not None and now - kept[1] < NOTE_EVERY:
             return kept[0]
         wanted = set(names_of(asked))
         unasked = [n for n in view.node_names() if n not in wanted]
