@@ -75,10 +75,13 @@ def table(decision: Decision, *, detail: bool = False, headers: bool = True) -> 
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
         lines.append(("  ".join(cells) + "  " + row[-1]).rstrip())
 
-    if decision.events:
+    # The refusal's event says what the first line said: not twice.
+    said = decision.error.message if decision.error else None
+    events = [e for e in decision.events if e.message != said]
+    if events:
         lines.append("")
         lines.append("events:")
-        for event in decision.events:
+        for event in events:
             lines.append(f"  {event.type:<7} {event.reason}: {event.message}")
     if detail:
         lines.append("")

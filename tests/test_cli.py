@@ -196,6 +196,26 @@ def test_explain_names_a_pod_that_is_not_in_the_cluster(capsys):
     assert "no pod shop/nope in the cluster" in capsys.readouterr().err
 
 
+def test_explain_on_a_pending_pod_says_why_once(tmp_path, capsys):
+    waiting = pod("web-1", uid="u-1", phase="Pending", affinity={"require_with_tag": ["db"]})
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(k8s_list(node("n1"), waiting)))
+    assert main(["explain", "default/web-1", "--cluster", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("default/web-1 is not placed; berth, asked now, places it on no node")
+    assert out.count('no node satisfies the affinity constraint require_with_tag=["db"]') == 1, out
+
+
+def test_simulate_s_table_does_not_repeat_the_refusal_as_an_event():
+    from berth.report import table
+    from tests.builders import place
+
+    decision = place(pod("p", affinity={"require_with_tag": ["db"]}), node("n1"))
+    text = table(decision)
+    assert text.count(decision.error.message) == 1 and "FailedPlacement" not in text
+    assert [e.reason for e in decision.events] == ["FailedPlacement"]  # still an event, in -o json
+
+
 def _recorded_cluster(tmp_path, record: dict) -> str:
     placed = pod(
         "web-0",

@@ -66,9 +66,11 @@ def run(args: argparse.Namespace) -> int:
     if decision.chosen and pod.node_name:
         verdict = "the same node" if decision.chosen == pod.node_name else f"{decision.chosen}, another node"
         summary = f"{key} {where}; berth, asked now with the pod's own seed {seed}, chooses {verdict}"
+    elif decision.error:  # the table's first line says why, with the code: once
+        answer = "finds its specification invalid" if decision.error.code == 400 else "places it on no node"
+        summary = f"{key} {where}; berth, asked now, {answer} (below)"
     else:
-        answer = decision.error.message if decision.error else f"would place it on {decision.chosen}"
-        summary = f"{key} {where}; berth, asked now: {answer}"
+        summary = f"{key} {where}; berth, asked now, would place it on {decision.chosen}"
     differs = _replay_differs(record, decision, build_pipeline(config, kube_filters=False).digest)
 
     def body() -> dict[str, Any]:
