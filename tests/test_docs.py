@@ -246,3 +246,13 @@ def test_every_sample_output_in_the_docs_is_what_the_command_prints(
 
 def test_the_readme_shows_what_its_simulate_command_prints():
     assert any(p.name == "README.md" and "simulate" in c for p, c, _ in output_blocks())
+
+
+def test_every_path_the_readme_s_layout_names_exists():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout\n```\n", 1)[1].split("```", 1)[0]
+    # the first column, and the paths the descriptions name
+    paths = [line.split()[0] for line in block.splitlines() if line.strip()]
+    paths += re.findall(r"\b(?:berth|tests|charts|e2e|bench)/[\w./]+\w", block)
+    assert len(paths) >= 15
+    assert [p for p in paths if not (ROOT / p).exists()] == []
