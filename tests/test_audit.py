@@ -448,3 +448,20 @@ def test_a_what_if_policy_without_a_namespace_says_where_it_is_applied(tmp_path,
     out = capsys.readouterr().out
     assert "applied in namespace shop" in out and "governs no running pod" not in out
     assert "shop/web-1 on n1: policy/placement-policy: PlacementPolicy shop/spread" in out
+
+
+def test_the_what_if_names_the_policy_that_refuses_every_node_not_one_that_refuses_a_few(tmp_path, capsys):
+    # The user guide's example: api-spread (ONE_PER_HOST) is in force, api-ssd (MATCH_TAG) is asked
+    # about. Each API server's own node is free of the others; api-spread refuses the nodes of the
+    # other two, api-ssd every node: the refusal on reschedule is api-ssd's.
+    api = {APP: "api", "app.kubernetes.io/version": "1.0"}
+    pods = [vm(f"api-{i}", namespace="shop", node=f"n{i}", labels=api) for i in range(1, 4)]
+    spread = policy("api-spread", {"type": "ONE_PER_HOST"}, {APP: "api"})
+    cluster = _write(tmp_path, "cluster.yaml", k8s_list(*(cn(f"n{i}") for i in range(1, 6)), spread, *pods))
+    ssd = _write(tmp_path, "ssd.yaml", policy("api-ssd", {"type": "MATCH_TAG", "tag": "ssd"}, {APP: "api"}))
+    assert main(["audit", "--cluster", cluster, "--policy", ssd, "--output", "json"]) == 1
+    refused = json.loads(capsys.readouterr().out)["refusedOnReschedule"]
+    assert len(refused) == 3
+    for found in refused:
+        assert "the PlacementPolicy shop/api-ssd (MATCH_TAG)" in found["message"], found
+        assert "api-spread" not in found["message"], found

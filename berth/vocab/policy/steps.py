@@ -140,34 +140,60 @@ class PlacementPolicyStep(NodeFilter[Governing]):
 
     def check(self, state: NodeState, prepared: Governing, ctx: PodContext) -> Reason | None:
         # Every policy of the pod must hold: their AND (berth.vocab.policy.combine).
-        return first_failure((self._policy_reason(p, state, prepared) for p in prepared.policies), _hopeless)
-
-    def _policy_reason(self, policy: CompiledPolicy, state: NodeState, prepared: Governing) -> Reason | None:
-        if policy.missing:
+        owner: dict[int, CompiledPolicy] = {}
+        found = first_failure(
+            (self._policy_reason(p, state, prepared, owner) for p in prepared.policies), _hopeless
+        )
+        if found is not None:
+            policy = owner[id(found)]
             prepared.refused[policy.ref] = policy
-            return Reason(self.name, Kind.UNMET, _missing_reason(policy))
-        assert policy.predicate is not None  # prepare() let only Ready policies through
-        failure = policy.predicate.check(state, prepared.probe)
-        if failure is None:
-            return None
-        prepared.refused[policy.ref] = policy
-        return self._reason(policy, failure)
+        return found
+
+    def _policy_reason(
+        self,
+        policy: CompiledPolicy,
+        state: NodeState,
+        prepared: Governing,
+        owner: dict[int, CompiledPolicy],
+    ) -> Reason | None:
+        if policy.missing:
+            reason = Reason(self.name, Kind.UNMET, _missing_reason(policy))
+        else:
+            assert policy.predicate is not None  # prepare() let only Ready policies through
+            failure = policy.predicate.check(state, prepared.probe)
+            if failure is None:
+                return None
+            reason = self._reason(policy, failure)
+        owner[id(reason)] = policy
+        return reason
 
     def removals(
         self, cands: Mapping[str, NodeState], prepared: Governing, ctx: PodContext
     ) -> Mapping[str, Reason]:
+        owner: dict[int, CompiledPolicy] = {}
         parts = [
-            functools.partial(self._refusing, policy, prepared=prepared, ctx=ctx)
+            functools.partial(self._refusing, policy, prepared=prepared, ctx=ctx, owner=owner)
             for policy in prepared.policies
         ]
-        return Removals(and_failures(parts, cands, _hopeless))
+        found = and_failures(parts, cands, _hopeless)
+        # The 409 names the policies whose reasons the nodes got, not one every node failed sooner.
+        for reason in found.values():
+            policy = owner[id(reason)]
+            prepared.refused[policy.ref] = policy
+        return Removals(found)
 
     def _refusing(
-        self, policy: CompiledPolicy, among: Mapping[str, NodeState], *, prepared: Governing, ctx: PodContext
+        self,
+        policy: CompiledPolicy,
+        among: Mapping[str, NodeState],
+        *,
+        prepared: Governing,
+        ctx: PodContext,
+        owner: dict[int, CompiledPolicy],
     ) -> Mapping[str, Reason]:
         found = self._policy_reasons(policy, among, prepared, ctx)
-        if found:
-            prepared.refused[policy.ref] = policy
+        for reason in found.values():
+            owner[id(reason)] = policy
         return found
 
     def _policy_reasons(
