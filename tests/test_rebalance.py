@@ -154,6 +154,16 @@ def test_a_bare_pod_moves_with_include_bare():
     assert len(_plan(*objects, include_bare=True).moves) == 1
 
 
+def test_a_bare_pod_left_in_place_says_whether_a_node_would_take_it():
+    pair = (ONE_PER_HOST, web("web-a", "n1", owner=None), web("web-b", "n1", owner=None))
+    kept = {k.pod: k.why for k in _plan(cn("n1"), cn("n2"), *pair).kept}
+    assert kept["shop/web-b"].endswith("; with it, it would go to n2")
+    # One node: nowhere else to go, and the plan says why, not only that no controller replaces it.
+    kept = {k.pod: k.why for k in _plan(cn("n1"), *pair).kept}
+    assert "no controller would replace it" in kept["shop/web-b"]
+    assert "; and no node would take it: no node satisfies the PlacementPolicy" in kept["shop/web-b"]
+
+
 def test_the_limits_per_round_per_node_and_per_namespace_hold():
     pairs = [cn(f"n{i}") for i in range(1, 9)]
     pods = [

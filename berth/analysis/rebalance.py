@@ -35,7 +35,7 @@ from berth.analysis.audit import PodFindings, audit_pod, hard_only, subjects, yo
 from berth.cluster import placement_record
 from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
-from berth.engine import Pipeline, decide
+from berth.engine import Decision, Pipeline, decide
 
 SEED = 0
 NEVER = "never"
@@ -103,6 +103,9 @@ class Plan:
         }
 
 
+BARE = "no controller would replace it (--include-bare evicts it anyway)"
+
+
 def not_evictable(pod: Pod, *, include_bare: bool = False) -> str | None:
     """Why the pod must not be evicted, or None."""
     if pod.deleting:
@@ -112,7 +115,7 @@ def not_evictable(pod: Pod, *, include_bare: bool = False) -> str | None:
     if pod.priority_class.startswith(SYSTEM_PRIORITY_PREFIX):
         return f"priority class {pod.priority_class}: system pods are not moved"
     if pod.controller is None:
-        return None if include_bare else "no controller would replace it (--include-bare evicts it anyway)"
+        return None if include_bare else BARE
     kind = pod.controller[0]
     if kind == "DaemonSet":
         return "a DaemonSet's pod: its node is its place"
@@ -179,6 +182,15 @@ def plan(
         why = not_evictable(pod, include_bare=include_bare)
         if why is None:
             why = _over_limit(pod, limits, len(out.moves), from_node, in_namespace)
+        if why == BARE:
+            # Whether --include-bare would move it: the plan says where, or that no node would take it.
+            view.remove_pod(pod.key)
+            decision = decide(msgspec.structs.replace(pod, node_name=""), view, placement, seed=SEED + i)
+            view.put_back(pod)
+            if decision.chosen is None:
+                why += f"; and no node would take it: {_refusal(decision)}"
+            else:
+                why += f"; with it, it would go to {decision.chosen}"
         if why is not None:
             out.kept.append(LeftInPlace(pod.key, pod.node_name, rule_names, why))
             continue
@@ -186,10 +198,12 @@ def plan(
         decision = decide(msgspec.structs.replace(pod, node_name=""), view, placement, seed=SEED + i)
         if decision.chosen is None:
             view.put_back(pod)
-            message = decision.error.message if decision.error is not None else "no node"
             out.kept.append(
                 LeftInPlace(
-                    pod.key, pod.node_name, rule_names, f"no node would take its replacement: {message}"
+                    pod.key,
+                    pod.node_name,
+                    rule_names,
+                    f"no node would take its replacement: {_refusal(decision)}",
                 )
             )
             continue
@@ -207,6 +221,10 @@ def plan(
         from_node[pod.node_name] += 1
         in_namespace[pod.namespace] += 1
     return out
+
+
+def _refusal(decision: Decision) -> str:
+    return decision.error.message if decision.error is not None else "no node"
 
 
 def _over_limit(
