@@ -193,19 +193,25 @@ def test_the_refresh_patches_the_stale_counts_and_skips_a_policy_deleted_meanwhi
 
 def test_the_policy_webhook_refuses_an_invalid_policy_with_a_400_naming_the_field():
     with pytest.raises(kopf.AdmissionError) as info:
-        validate_policy(body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname =="}))
+        validate_policy(
+            body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname =="}), warnings=[]
+        )
     assert info.value.code == 400
     assert "spec.policy.rule" in str(info.value)
-    validate_policy(body=_policy({"type": "NO_TAG"}))  # a valid one passes
+    validate_policy(body=_policy({"type": "NO_TAG"}), warnings=[])  # a valid one passes
 
 
 def test_the_policy_webhook_refuses_a_rule_whose_result_is_not_a_boolean():
     # Admitted, it would be Ready and every pod it governs would stay Pending, each node "returned string".
     with pytest.raises(kopf.AdmissionError) as info:
-        validate_policy(body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname"}))
+        validate_policy(
+            body=_policy({"type": "RULE_BASED", "rule": "ctx.allocation.node.hostname"}), warnings=[]
+        )
     assert info.value.code == 400
     assert str(info.value) == "spec.policy.rule: must return a boolean, it returns string"
-    validate_policy(body=_policy({"type": "RULE_BASED", "rule": 'ctx.allocation.node.hostname != "a"'}))
+    validate_policy(
+        body=_policy({"type": "RULE_BASED", "rule": 'ctx.allocation.node.hostname != "a"'}), warnings=[]
+    )
 
 
 def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form():
@@ -213,8 +219,53 @@ def test_the_pod_webhook_refuses_bad_annotations_and_warns_on_the_weighted_form(
         validate_pod(body=pod("p", affinity={"prefer_with_tag": ["a"], "b": 1}), warnings=[])
     assert info.value.code == 400 and 'affinity keys ["b"]' in str(info.value)
     warnings: list[str] = []
-    validate_pod(body=pod("p", affinity={"web": -3}), warnings=warnings)
+    validate_pod(body=_berth(pod("p", affinity={"web": -3})), warnings=warnings)
     assert len(warnings) == 1 and '{"prefer_without_tag": ["web"]}' in warnings[0]
+
+
+def _berth(obj: dict) -> dict:
+    obj["spec"]["schedulerName"] = "berth-scheduler"
+    return obj
+
+
+def test_the_pod_webhook_warns_when_no_berth_scheduler_would_read_the_pod_s_rules():
+    warnings: list[str] = []
+    misspelt = pod("p", tags=["web"], affinity={"require_without_tag": ["web"]})
+    misspelt["spec"]["schedulerName"] = "berth-schedular"
+    validate_pod(body=misspelt, warnings=warnings)
+    assert warnings == [
+        "spec.schedulerName: berth-schedular is not one of berth's schedulers (berth-scheduler, "
+        "berth-scheduler-exhaustive), so berth.dev/affinity, berth.dev/tags are ignored: set "
+        "spec.schedulerName to one of them for berth to place the pod"
+    ]
+    warnings.clear()
+    validate_pod(body=_berth(pod("p", tags=["web"])), warnings=warnings)  # berth's: nothing to say
+    validate_pod(body=pod("p"), warnings=warnings)  # no berth rule: nothing ignored
+    assert warnings == []
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"template": {"metadata": {"annotations": {"berth.dev/tags": '["web"]'}}, "spec": {}}},
+    }
+    validate_pod(body=deployment, warnings=warnings)  # the template's default scheduler
+    assert len(warnings) == 1 and warnings[0].startswith("spec.schedulerName: default-scheduler is not")
+
+
+def test_a_policy_whose_selector_matches_no_pod_of_its_namespace_is_admitted_with_a_warning(monkeypatch):
+    web = pod("web-1", namespace="shop", node="n1", labels={"app": "web"})
+    monkeypatch.setattr(handlers, "_cache", _listed(node("n1"), web))
+    warnings: list[str] = []
+    validate_policy(
+        body=_policy({"type": "ONE_PER_HOST"}, {"matchLabels": {"app": "web"}}), warnings=warnings
+    )
+    assert warnings == []
+    typo = _policy({"type": "ONE_PER_HOST"}, {"matchLabels": {"app": "wbe"}})
+    validate_policy(body=typo, warnings=warnings)
+    assert len(warnings) == 1 and warnings[0].startswith("spec.selector matches no pod of namespace shop now")
+    warnings.clear()
+    validate_policy(body=typo, warnings=warnings, operation="UPDATE")  # said at creation only
+    assert warnings == []
 
 
 def test_the_pod_webhook_warns_on_a_misspelt_annotation_with_the_one_it_likely_meant():

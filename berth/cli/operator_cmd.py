@@ -59,6 +59,13 @@ def add_parser(sub: Any, prog: str) -> None:
     op.add_argument(
         "--liveness", metavar="URL", help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz"
     )
+    op.add_argument(
+        "--scheduler-names",
+        metavar="NAME,...",
+        default="berth-scheduler,berth-scheduler-exhaustive",
+        help="the schedulerNames berth serves (its kube-scheduler's profiles): a pod or workload with berth "
+        "annotations and another scheduler is admitted with a warning that they are ignored",
+    )
     op.set_defaults(func=run)
 
 
@@ -85,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         manage_webhooks=args.manage_webhooks,
         liveness=args.liveness,
         config=allocator_config(args.config),
+        scheduler_names=tuple(n.strip() for n in args.scheduler_names.split(",") if n.strip()),
     )
     run(options, kubeconfig=args.kubeconfig, context=args.context)
     return 0

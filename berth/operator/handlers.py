@@ -183,10 +183,19 @@ def policy_deleted(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: 
 
 
 @kopf.on.validate(GROUP, VERSION, PLURAL, id="placement-policy", operations=["CREATE", "UPDATE"])
-def validate_policy(body: kopf.Body, **_: Any) -> None:
+def validate_policy(body: kopf.Body, warnings: list[str], operation: str = "CREATE", **_: Any) -> None:
     compiled = load_policy(body)
     if not compiled.ready:
         raise kopf.AdmissionError("; ".join(compiled.errors), code=400)
+    cache, namespace = _cache, (body.get("metadata") or {}).get("namespace") or ""
+    selector = compiled.selector
+    if operation != "CREATE" or selector is None or cache is None or not cache.ready():
+        return
+    if not any(selector.matches(p.labels) for p in cache.pods_of(namespace)):
+        warnings.append(
+            f"spec.selector matches no pod of namespace {namespace} now: the policy governs no pod until "
+            "one with those labels is created (a pod may also name it in berth.dev/placement-policy)"
+        )
 
 
 # The allocator configuration berth serve schedules with (`berth operator --config`; the chart mounts
@@ -226,11 +235,43 @@ def check_pod_object(
     return found, [e.message for e in spec.warnings] + misplaced
 
 
+# The schedulers berth serves (`berth operator --scheduler-names`; the chart passes its profiles).
+DEFAULT_SCHEDULERS = ("berth-scheduler", "berth-scheduler-exhaustive")
+_schedulers: tuple[str, ...] = DEFAULT_SCHEDULERS
+
+
+def use_scheduler_names(names: Iterable[str]) -> None:
+    global _schedulers
+    _schedulers = tuple(names) or DEFAULT_SCHEDULERS
+
+
+def ignored_rules_warning(obj: Mapping[str, Any], schedulers: Iterable[str]) -> str | None:
+    """A warning when a pod (or a workload's pod template) carries berth rules that no berth scheduler
+    will read: its spec.schedulerName is none of `schedulers`."""
+    template = pod_template(dict(obj))
+    if template is None:
+        return None
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    rules = sorted(k for k in annotations if k in ann.POD_ANNOTATIONS)
+    scheduler = (template.get("spec") or {}).get("schedulerName") or "default-scheduler"
+    names = tuple(schedulers)
+    if not rules or scheduler in names:
+        return None
+    return (
+        f"spec.schedulerName: {scheduler} is not one of berth's schedulers ({', '.join(names)}), so "
+        f"{', '.join(rules)} {'is' if len(rules) == 1 else 'are'} ignored: set spec.schedulerName to one "
+        "of them for berth to place the pod"
+    )
+
+
 def _admit(body: kopf.Body, warnings: list[str]) -> None:
     problems, found = check_pod_object(body, _config)
     if problems:
         raise kopf.AdmissionError("; ".join(problems), code=400)
     warnings.extend(found)
+    ignored = ignored_rules_warning(body, _schedulers)
+    if ignored is not None:
+        warnings.append(ignored)
 
 
 # failurePolicy Ignore for pods and workloads: an operator that is down must not stop every pod in the

@@ -46,6 +46,8 @@ class OperatorOptions:
     liveness: str | None = None  # e.g. http://0.0.0.0:8080/healthz
     # The allocator configuration berth serve schedules with: the webhook checks the packages pods name.
     config: AllocatorConfig | None = None
+    # The schedulers berth serves: a pod with berth rules and another scheduler gets a warning.
+    scheduler_names: tuple[str, ...] = handlers.DEFAULT_SCHEDULERS
 
 
 def configure(settings: kopf.OperatorSettings, options: OperatorOptions) -> None:
@@ -121,6 +123,7 @@ def run(options: OperatorOptions, *, kubeconfig: str | None = None, context: str
     # Before kopf starts: a bad kubeconfig, context or credential plugin is one line, at once.
     first = [load_credentials(kubeconfig, context)]
     handlers.use_allocator_config(options.config)
+    handlers.use_scheduler_names(options.scheduler_names)
 
     @kopf.on.startup()
     def _startup(settings: kopf.OperatorSettings, **_: object) -> None:
