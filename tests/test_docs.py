@@ -256,3 +256,64 @@ def test_every_path_the_readme_s_layout_names_exists():
     paths += re.findall(r"\b(?:berth|tests|charts|e2e|bench)/[\w./]+\w", block)
     assert len(paths) >= 15
     assert [p for p in paths if not (ROOT / p).exists()] == []
+
+
+def _messages_in_code() -> tuple[set[str], set[str]]:
+    """(the reasons of the events berth writes, the fixed words of the extender's answers), read from
+    berth's source: Event("Type", "Reason", ...), kopf.info/warn(reason=...), event_body(..., "Reason",
+    ...), retry_patch("Reason", ...), and every "berth: ..." string of berth/extender (an f-string by its
+    first literal part of some length)."""
+    import ast
+
+    from berth.cluster.placement_record import PLANNED_EVENT
+
+    reasons, answers = {PLANNED_EVENT}, set()
+    for path in (ROOT / "berth").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        formatted = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                literal = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                if name in ("Event", "event_body") and len(literal) >= 2:
+                    reasons.add(str(literal[1]))
+                elif name == "retry_patch" and literal:
+                    reasons.add(str(literal[0]))
+                elif name in ("info", "warn") and isinstance(node.func, ast.Attribute):
+                    reasons |= {k.value.value for k in node.keywords if k.arg == "reason"}
+            if "extender" not in path.parts or id(node) in formatted:
+                continue
+            if isinstance(node, ast.Constant) and str(node.value).startswith("berth: "):
+                answers.add(str(node.value))
+            elif isinstance(node, ast.JoinedStr):
+                parts = [str(v.value) for v in node.values if isinstance(v, ast.Constant)]
+                if parts and parts[0].startswith("berth: "):
+                    words = [p.removeprefix("berth: ").strip() for p in parts]
+                    answers.add(next(w for w in words if len(w) >= 6))
+    return reasons, answers
+
+
+def test_every_event_and_every_answer_of_the_extender_is_explained_in_troubleshooting():
+    reasons, answers = _messages_in_code()
+    assert {"FailedPlacement", "HandedOver", "Compiled", "NeighbourLeft", "Rebalanced"} <= reasons
+    assert len(answers) >= 8
+    text = (ROOT / "docs/troubleshooting.md").read_text()
+    reference = text.split("## Every message berth writes", 1)[1]
+    assert sorted(r for r in reasons if f"`{r}`" not in reference) == []
+    flat = " ".join(reference.split())
+    assert sorted(a for a in answers if " ".join(a.split()) not in flat) == []
+
+
+# kube-scheduler's own events, which the guides show beside berth's.
+KUBE_EVENTS = {"FailedScheduling", "Scheduled", "Preempted"}
+
+
+def test_every_event_the_guides_name_is_one_berth_or_kube_scheduler_writes():
+    reasons, _ = _messages_in_code()
+    named = set()
+    for path in [*GUIDES, *(ROOT / "docs" / f"{n}.md" for n in ("extender", "tag-affinity", "policies"))]:
+        for line in path.read_text().splitlines():
+            if "event" in line.lower():
+                named |= set(re.findall(r"`([A-Z][a-z]+(?:[A-Z][a-z]+)+)`", line))
+    assert {"FailedPlacement", "HadNoChoice", "FailedScheduling"} <= named
+    assert sorted(named - reasons - KUBE_EVENTS) == []
