@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from bench.sampled import bound, started, stored
+from berth.cluster import lean
 from berth.cluster.live import LiveCluster
 
 PAGE = 500
@@ -131,7 +132,56 @@ def _template(shape: int, group: int) -> bytes:
     }
     body = stored(body, "uid-IDX000000", 10)
     record = {"berth.dev/placement": '{"node":"x","score":1,"top":[["x",1]],"feasible":40,"noChoice":false}'}
-    return orjson.dumps(started(bound(body, "NODE-NAME", record)))
+    pod = started(bound(body, "NODE-NAME", record))
+    pod["metadata"]["managedFields"] = managed_fields(pod)
+    return orjson.dumps(pod)
+
+
+def managed_fields(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """What kube-apiserver keeps of who set which field, as it lists every pod: the controller's
+    create, the scheduler's binding, the kubelet's status (about a kilobyte and a half of JSON)."""
+
+    def fields(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {f"f:{k}": fields(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return {
+                f'k:{{"name":"{v.get("name", i)}"}}': fields(v)
+                for i, v in enumerate(obj)
+                if isinstance(v, dict)
+            }
+        return {}
+
+    at = "2026-12-06T10:00:00Z"
+    meta = {k: v for k, v in pod["metadata"].items() if k in ("labels", "annotations", "ownerReferences")}
+    return [
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": at,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields({"metadata": meta, "spec": pod["spec"]}),
+        },
+        {
+            "manager": "kube-scheduler",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": at,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:conditions": {}}},
+            "subresource": "status",
+        },
+        {
+            "manager": "kubelet",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": at,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields({"status": pod["status"]}),
+            "subresource": "status",
+        },
+    ]
 
 
 class PagedClient:
@@ -156,7 +206,7 @@ class PagedClient:
             objects = b",".join(make(i) for i in range(start, min(start + limit, count)))
             raw = b'{"items":[' + objects + b"]}"
             self.bytes += len(raw)
-            page = orjson.loads(raw)
+            page = lean.page(raw)  # as berth's API client decodes a page
             last = start + limit >= count
             yield page["items"], "100" if last else ""
             await asyncio.sleep(0)

@@ -317,3 +317,20 @@ def test_every_event_the_guides_name_is_one_berth_or_kube_scheduler_writes():
                 named |= set(re.findall(r"`([A-Z][a-z]+(?:[A-Z][a-z]+)+)`", line))
     assert {"FailedPlacement", "HadNoChoice", "FailedScheduling"} <= named
     assert sorted(named - reasons - KUBE_EVENTS) == []
+
+
+def test_the_results_page_is_read_at_a_glance_and_the_history_is_newest_first():
+    results = (ROOT / "bench/RESULTS.md").read_text()
+    assert len(results.splitlines()) <= 250
+    rows = [line for line in results.splitlines() if line.startswith("| ")]
+    assert max(len(cell) for row in rows for cell in row.split("|")) <= 300
+    history = (ROOT / "bench/HISTORY.md").read_text()
+    order = {"early": 0, "morning": 1, "late morning": 2, "noon": 3, "early afternoon": 4, "afternoon": 5}
+    order |= {"later": 6, "late afternoon": 7, "evening": 8, "late evening": 9, "night": 10, "late night": 11}
+    days = []
+    for title in re.findall(r"(?m)^## .*\((2026-\d\d-\d\d)(?:, ([a-z ]+))?\)$", history):
+        days.append((title[0], order.get(title[1], 1)))
+    assert len(days) > 30
+    assert days == sorted(days, reverse=True)
+    # The operator guide links to the figures rather than carrying dated ones.
+    assert "2026-" not in (ROOT / "docs/operator-guide.md").read_text()

@@ -465,6 +465,13 @@ def _unmodelled(spec: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _controller_uid(meta: dict[str, Any]) -> str:
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") and type(uid := ref.get("uid")) is str:
+            return uid
+    return ""
+
+
 def _controller(meta: dict[str, Any]) -> tuple[str, str] | None:
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller"):
@@ -491,11 +498,18 @@ class SpecMemo:
         self.size = size
         self.new: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any]]] = {}
         self.old: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any]]] = {}
+        # by the uid of the workload's controller: one pod of each (its spec kept alive with it)
+        self.templates: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any]]] = {}
 
-    def get(self, uid: str, namespace: str, labels: Any, spec: dict[str, Any]) -> dict[str, Any] | None:
+    def get(
+        self, uid: str, namespace: str, labels: Any, spec: dict[str, Any], owner: str = ""
+    ) -> dict[str, Any] | None:
         """The fields kept for this pod when its namespace, labels and spec (but spec.nodeName) are
-        those converted before; None otherwise."""
+        those converted before, for this pod or (`owner`: its controller's uid) for a pod of the same
+        workload; None otherwise."""
         held = self.new.get(uid) or self.old.get(uid)
+        if held is None and owner:
+            held = self.templates.get(owner)
         if held is None:
             return None
         held_namespace, held_labels, held_spec, fields = held
@@ -508,6 +522,16 @@ class SpecMemo:
             if spec.get(key, missing) != value:
                 return None
         return fields
+
+    def put_template(
+        self, owner: str, namespace: str, labels: Any, spec: dict[str, Any], fields: dict[str, Any]
+    ) -> None:
+        """Keep the fields for the other pods of the workload whose controller has uid `owner`: a list
+        of a running cluster converts each of a ReplicaSet's pods from the same spec and labels."""
+        if len(self.templates) >= self.size:
+            self.templates.clear()
+        kept = {key: value for key, value in spec.items() if key != "nodeName"}
+        self.templates[owner] = (namespace, labels, kept, fields)
 
     def forget(self, uid: str) -> None:
         self.new.pop(uid, None)
@@ -671,9 +695,12 @@ def pod_from_k8s(
     placement = placement_record.strip(annotations)
     uid = meta.get("uid") or ""
     keyed = memo and type(uid) is str and bool(uid)
-    fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec) if keyed else None
+    owner = _controller_uid(meta) if keyed else ""
+    fields = SPEC_MEMO.get(uid, namespace, meta.get("labels"), spec, owner) if keyed else None
     if fields is None:
         fields = _from_spec(spec, meta, namespace, source)
+        if owner:
+            SPEC_MEMO.put_template(owner, namespace, meta.get("labels"), spec, fields)
         # Kept for a pod waiting for a node, whose next events (bound, started) and the scheduler's
         # calls convert it again; not for one bound already (a list of a running cluster would keep
         # the decoded specs of 8192 pods alive through the memo's shallow copies, 50 MiB).

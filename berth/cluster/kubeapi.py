@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 
 from berth import __version__
+from berth.cluster import lean
 from berth.cluster.credentials import Credentials, load_credentials
 from berth.cluster.keepalive import Endpoint, KeepAlive, TransportError
 from berth.cluster.watchstream import Lines, WatchStream
@@ -218,6 +219,11 @@ class KubeClient:
             rv = version
         return items, rv
 
+    async def _page(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One page of a list, its objects without managedFields (berth.cluster.lean)."""
+        answer = await self._send("GET", path, params=params)
+        return lean.page(answer.body)
+
     async def pages(
         self, path: str, params: dict[str, Any] | None = None, limit: int = 500
     ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
@@ -225,15 +231,25 @@ class KubeClient:
         read, "" before): a caller that takes each page in and lets it go never holds the whole list
         decoded (150,000 pods are about 1 GiB of Python objects)."""
         query = dict(params or {}, limit=limit)
-        while True:
-            page = await self.get(path, query)
-            meta = page.get("metadata") or {}
-            last = not meta.get("continue")
-            yield page.get("items") or [], meta.get("resourceVersion", "") if last else ""
-            if last:
-                return
-            query["continue"] = meta["continue"]
-            del page
+        # The next page is asked for before this one is handed on: the API server makes it while the
+        # caller converts this one (on a cluster of 150,000 pods, both are seconds of CPU).
+        pending: asyncio.Future = asyncio.ensure_future(self._page(path, dict(query)))
+        try:
+            while True:
+                page = await pending
+                meta = page.get("metadata") or {}
+                last = not meta.get("continue")
+                if not last:
+                    query["continue"] = meta["continue"]
+                    pending = asyncio.ensure_future(self._page(path, dict(query)))
+                    await asyncio.sleep(0)  # the request on its way before the caller's work
+                yield page.get("items") or [], meta.get("resourceVersion", "") if last else ""
+                if last:
+                    return
+                del page
+        finally:
+            if not pending.done():
+                pending.cancel()
 
     async def watch(
         self, path: str, params: dict[str, Any], *, idle: float = 150.0, headers_within: float = 30.0
@@ -251,7 +267,7 @@ class KubeClient:
         async with contextlib.aclosing(lines):
             async for line in lines:
                 # The empty line stands for the stream's opening: a watch's own lines are never empty.
-                yield orjson.loads(line) if line else {"type": OPENED}
+                yield lean.event(line) if line else {"type": OPENED}
 
     async def _own_watch(
         self,

@@ -41,6 +41,7 @@ RETRY_SECONDS = 2.0
 RESERVATION_SECONDS = 30.0
 VERIFY_EVERY_SECONDS = 5.0
 GONE_REMEMBERED = 10_000
+YIELD_EVERY = 100  # objects of a list page taken in between two turns of the event loop
 
 
 # (kind, name, list path): the objects whose selectors and labels kube-scheduler's default spreading
@@ -159,9 +160,11 @@ class Reflector:
         seen: set[str] = set()
         rv = ""
         async for items, version in self.client.pages(self.kind.path, self.kind.params):
-            for obj in items:
+            for at, obj in enumerate(items, 1):
                 seen.add(self.kind.key_of(obj))
                 self.kind.apply(obj)
+                if at % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # the next page's request and the probes go on meanwhile
             rv = version
             del items
         for gone in self.kind.keys() - seen:
