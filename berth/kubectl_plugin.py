@@ -25,6 +25,7 @@ berth's commands on the cluster of your kubeconfig (--cluster FILE reads a snaps
   audit      the running pods whose node breaks their rules   reads only
   capacity   how many more pods fit, or the room per node     reads only
   rebalance  move the pods whose node breaks their rules      a plan; with --apply it EVICTS pods
+  check      whether berth works on the cluster              reads only (and one dry-run pod)
 Each takes --help; any other berth command is passed on as `berth COMMAND`."""
 
 

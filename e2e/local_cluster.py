@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import json
 import os
 import subprocess
@@ -92,11 +93,27 @@ def install_chart(cp: ControlPlane, chart: Chart) -> None:
     cp.kubectl("wait", "--for=condition=Established", *names, "--timeout=60s")
     cp.kubectl("create", "namespace", CHART_NAMESPACE)
     rest = [
-        o
+        _runs_elsewhere(o)
         for o in chart.objects
         if o["kind"] not in ("CustomResourceDefinition", "ValidatingWebhookConfiguration")
     ]
     cp.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
+
+
+RUNS_ELSEWHERE = "berth.dev/runs-elsewhere"  # berth check reads it (berth.cli.check_cmd)
+
+
+def _runs_elsewhere(obj: dict[str, Any]) -> dict[str, Any]:
+    """The chart's Deployments, whose processes run here beside the control plane instead: kept, with no
+    replica (no pod waits for a kubelet that will never run it), saying where berth runs."""
+    if obj["kind"] != "Deployment":
+        return obj
+    obj = copy.deepcopy(obj)
+    obj["spec"]["replicas"] = 0
+    where = "as local processes beside the control plane (e2e/local_cluster.py: berth serve, berth operator, "
+    where += "kube-scheduler berth-scheduler)"
+    obj["metadata"].setdefault("annotations", {})[RUNS_ELSEWHERE] = where
+    return obj
 
 
 def write_kubeconfig(

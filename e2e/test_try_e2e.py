@@ -27,6 +27,12 @@ class Try:
     def __init__(self, proc: subprocess.Popen, env: dict[str, str], log: Path) -> None:
         self.proc, self.env, self.log = proc, env, log
 
+    def run(self, *argv: str, input: str | None = None) -> subprocess.CompletedProcess:
+        """A command on the cluster as a user runs it from the printed environment; it must succeed."""
+        done = subprocess.run(argv, env=self.env, input=input, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
+        return done
+
     def kubectl_json(self, *args: str) -> dict[str, Any]:
         out = subprocess.run(
             ["kubectl", *args, "-o", "json"], env=self.env, capture_output=True, text=True, check=True
@@ -78,6 +84,25 @@ def test_make_try_prints_how_to_reach_the_cluster_and_has_placed_the_first_examp
     pods = {p["metadata"]["name"]: p for p in tried.kubectl_json("get", "pods", "-n", "try")["items"]}
     assert pods["web-1"]["spec"]["nodeName"] == pods["cache-1"]["spec"]["nodeName"]
     assert "berth.dev/placement" in pods["web-1"]["metadata"]["annotations"]
+
+
+def test_it_is_a_cluster_like_any_other_and_berth_check_passes_on_it(tried: Try) -> None:
+    # A pod that does not ask for berth is placed by the default scheduler.
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain-1", "namespace": "try"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+    tried.run("kubectl", "apply", "-f", "-", input=json.dumps(plain))
+    tried.run("kubectl", "wait", "-n", "try", "--for=condition=PodScheduled", "pod/plain-1", "--timeout=60s")
+    # No pod of the chart waits for a kubelet: its Deployments have no replica and say where berth runs.
+    assert tried.kubectl_json("get", "pods", "-n", "berth-system")["items"] == []
+    checked = tried.run("berth", "check", "-o", "json")
+    found = json.loads(checked.stdout)
+    assert found["ok"], found
+    scheduler = next(c for c in found["checks"] if c["check"] == "scheduler")
+    assert "local processes" in scheduler["message"]
 
 
 def test_the_user_guide_runs_as_written_against_it(tried: Try, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """`make try`: berth on a real local cluster, as local processes, no Docker.
 
 Builds (or reuses, ~/.cache/berth) a control plane from the Go module proxy, starts etcd,
-kube-apiserver, kube-controller-manager and kwok with five nodes in three zones, installs berth's chart
-(CRDs, RBAC, webhooks) and runs its processes as the chart configures them: `berth serve`, `berth
+kube-apiserver, kube-controller-manager, kwok with five nodes in three zones and the default
+kube-scheduler, installs berth's chart (CRDs, RBAC, webhooks; its Deployments with no replica, annotated
+with where berth runs instead) and runs its processes as the chart configures them: `berth serve`, `berth
 operator` and a kube-scheduler named berth-scheduler (e2e/local_cluster.py, the e2e suite's own
 cluster). It applies the user guide's first example (in namespace `try`, so that the guide itself runs
 as written, in `shop`), prints how to point kubectl and berth at the cluster, and keeps running until
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         cp.start()
         nodes = [(name, {ZONE: zone}) for name, zone in NODES]
         with chart_cluster(cp, nodes, kwok=True):
+            # A cluster like any other: its default scheduler places the pods that do not ask for berth.
+            cp.start_scheduler(ControlPlane.scheduler_config("default-scheduler"), name="kube-scheduler")
             pods = _apply_example(cp)
             assert cp.bin is not None and cp.kubeconfig is not None and cp.workdir is not None
             path = os.pathsep.join([str(Path(sys.executable).parent), str(cp.bin)])
@@ -138,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.ready_file.write_text(f"KUBECONFIG={cp.kubeconfig}\nPATH={path}\n")
             print(
                 f"""
-berth is running on a local cluster ({time.monotonic() - started:.0f} s): 5 kwok nodes in 3 zones,
-berth-scheduler, berth serve and berth operator as local processes (logs in {cp.logs}).
+berth is running on a local cluster ({time.monotonic() - started:.0f} s): 5 kwok nodes in 3 zones, the
+default kube-scheduler, and berth-scheduler, berth serve and berth operator as local processes (logs in
+{cp.logs}); the chart's Deployments are installed with no replica and say so (berth check).
 
 The user guide's first example is placed, in namespace {NAMESPACE} (web-1 next to its cache):
 
@@ -149,6 +153,7 @@ In another shell:
   export KUBECONFIG={cp.kubeconfig}
   export PATH={path}:$PATH     # berth, kubectl-berth, kubectl and helm
 
+  berth check
   kubectl get nodes -L {ZONE}
   berth explain {NAMESPACE}/web-1 --live
   kubectl berth audit -A

@@ -63,6 +63,6 @@ def test_the_usage_says_which_commands_change_the_cluster(capsys):
     assert kubectl_plugin.main([]) == 0
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
-    assert set(lines) == {"simulate", "explain", "audit", "capacity", "rebalance"}
+    assert set(lines) == {"simulate", "explain", "audit", "capacity", "rebalance", "check"}
     assert "with --apply it EVICTS pods" in lines["rebalance"]
-    assert all("reads only" in lines[c] for c in ("simulate", "explain", "audit", "capacity"))
+    assert all("reads only" in lines[c] for c in ("simulate", "explain", "audit", "capacity", "check"))

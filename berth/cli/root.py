@@ -11,6 +11,7 @@ from berth import __version__
 from berth.cli import (
     audit_cmd,
     capacity_cmd,
+    check_cmd,
     completion_cmd,
     explain_cmd,
     operator_cmd,
@@ -48,6 +49,7 @@ def build_parser(prog: str = "berth") -> argparse.ArgumentParser:
     rebalance_cmd.add_parser(sub, prog)
     serve_cmd.add_parser(sub, prog)
     operator_cmd.add_parser(sub, prog)
+    check_cmd.add_parser(sub, prog)
     validate_cmd.add_parser(sub, prog)
     version_cmd.add_parser(sub, prog)
     completion_cmd.add_parser(sub, prog, parser)
