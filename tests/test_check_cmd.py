@@ -17,11 +17,8 @@ from berth.vocab.policy.schema import TYPES
 from tests.api_server import api_server
 from tests.builders import pod
 
-NOW = dt.datetime.now(dt.UTC)
-
-
 def _stamp(ago: float) -> str:
-    return (NOW - dt.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _healthy() -> dict[str, Any]:
