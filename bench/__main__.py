@@ -8,6 +8,7 @@
     python -m bench --only watch     `berth serve`'s CPU per watched pod event, Bindings posted at a rate
     python -m bench --only state     berth's stack started on 5000 nodes and 150,000 pods (half an hour)
     python -m bench.state            the live cache listing that cluster, in process
+    python -m bench --only soak      100,000 pods through berth in rounds: memory and descriptors
     python -m bench generate large --out cluster.json       a snapshot for `berth simulate`
     python -m bench.identity OUT     seeded decisions as digests: compare two trees' files
 
@@ -32,9 +33,9 @@ from bench.generate import SIZES, cluster_file, write_cluster
 from bench.scenarios import scenarios
 from bench.stats import table
 
-PARTS = ("engine", "extender", "audit", "e2e", "watch", "state")
-# `state` (bench.state_e2e: a control plane filled with 150,000 pods, about half an hour) runs only when
-# asked for by name.
+PARTS = ("engine", "extender", "audit", "e2e", "watch", "state", "soak")
+# `state` (bench.state_e2e: a control plane filled with 150,000 pods, about a quarter of an hour) and
+# `soak` (bench.soak: 100,000 pods through berth in rounds) run only when asked for by name.
 DEFAULT_PARTS = ("engine", "extender", "audit", "e2e", "watch")
 FULL_SIZES = ("small", "medium", "large", "xlarge")
 EXTENDER_SIZE = "large"
@@ -168,6 +169,15 @@ def run_state(nodes: int, pods: int, new: int, results: dict[str, Any]) -> None:
     results["state"] = [row]
 
 
+def run_soak(rounds: int, pods: int, results: dict[str, Any]) -> None:
+    from bench import soak
+
+    rows, compared = soak.run(rounds, pods, 100)
+    print(table("berth's memory and descriptors, round by round", soak.HEADERS, rows))
+    print(table("The last rounds against the middle ones", soak.SUMMARY_HEADERS, compared))
+    results["soak"] = {"rounds": rows, "compared": compared}
+
+
 def _scale_sizes(value: str) -> list[tuple[int, int]]:
     """ "500x5000,5000x25000" -> [(500, 5000), (5000, 25000)]: nodes x pods already bound."""
     sizes = []
@@ -187,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default=",".join(DEFAULT_PARTS),
-        help=f"comma-separated subset of {PARTS} (default: all but state)",
+        help=f"comma-separated subset of {PARTS} (default: all but state and soak)",
     )
     parser.add_argument("--e2e-nodes", type=int, help="nodes of the end-to-end cluster")
     parser.add_argument("--e2e-pods", type=int, help="pods per end-to-end scenario")
@@ -255,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         run_watch(30 if quick else 500, 100 if quick else 1000, (100.0,) if quick else (50.0, 100.0), results)
     if "state" in only:
         run_state(100 if quick else 5000, 3000 if quick else 150_000, 100 if quick else 1000, results)
+    if "soak" in only:
+        run_soak(10 if quick else 100, 200 if quick else 1000, results)
     print(f"total {time.perf_counter() - started:.1f} s")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
