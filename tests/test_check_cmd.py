@@ -17,6 +17,7 @@ from berth.vocab.policy.schema import TYPES
 from tests.api_server import api_server
 from tests.builders import pod
 
+
 def _stamp(ago: float) -> str:
     return (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
