@@ -304,6 +304,236 @@ def test_every_event_and_every_answer_of_the_extender_is_explained_in_troublesho
     assert sorted(a for a in answers if " ".join(a.split()) not in flat) == []
 
 
+# Where the messages of a refusal or of a command's error are built, by kind: what the operator's webhook
+# (and `berth validate`, and berth serve's 400) says of a pod's berth annotations and of a PlacementPolicy,
+# what berth says of an allocator configuration, and the one line a berth command stops with (exit 2).
+MESSAGE_SOURCES = {
+    "pod annotations": (
+        "berth/vocab/pod.py",
+        "berth/vocab/tag_affinity.py",
+        "berth/cluster/tags.py",
+        "berth/json_annotation.py",
+        "berth/cluster/topology.py",
+        "berth/vocab/alloc/request.py",
+        "berth/vocab/alloc/hints.py",
+        "berth/vocab/alloc/values.py",
+        "berth/vocab/alloc/patterns.py",
+        "berth/operator/handlers.py",
+    ),
+    "policies": ("berth/vocab/policy/*.py",),
+    "allocator configuration": (
+        "berth/vocab/alloc/config.py",
+        "berth/vocab/alloc/custom.py",
+        "berth/vocab/alloc/description.py",
+        "berth/configure.py",
+    ),
+    "commands": (
+        "berth/cli/*.py",
+        "berth/inputs.py",
+        "berth/cluster/credentials.py",
+        "berth/cluster/kubeapi.py",
+        "berth/cluster/snapshot.py",
+        "berth/cluster/convert.py",
+        "berth/cluster/selectors.py",
+        "berth/cluster/quantity.py",
+        "berth/extender/serve.py",
+        "berth/extender/sample.py",
+        "berth/analysis/validate.py",
+    ),
+}
+# What a message is raised as: berth's errors, those its readers turn into berth's, argparse's.
+RAISED = {
+    "BerthError",
+    "SpecError",
+    "InvalidAnnotation",
+    "InvalidPolicy",
+    "InvalidConfig",
+    "RuleCompileError",
+    "SnapshotError",
+    "InputError",
+    "ApiError",
+    "AnnotationProblem",
+    "PatternError",
+    "ValueError",
+    "ArgumentTypeError",
+    "error",  # argparse's parser.error
+    "_raise",  # berth.vocab.alloc.config's
+}
+PROBLEM_LIST = re.compile(r"(?:^|_)(?:problems|errors)$")
+# A function whose return value is a message (or a field and its message): name_problem, _unknown.
+MESSAGE_FUNCTION = re.compile(r"problem|unknown|message")
+
+
+def _fixed_words(parts: list[str]) -> tuple[str, ...]:
+    """The words of a message that are the same every time: its literal parts (an f-string's text
+    between the braces), each without the spaces and punctuation at its ends, whitespace-normalised,
+    kept when they are words (a space inside) of 6 characters or more."""
+    import string
+
+    kept = (" ".join(p.split()).strip(string.whitespace + string.punctuation) for p in parts)
+    return tuple(w for w in kept if len(w) >= 6 and " " in w)
+
+
+def _message_templates(source: str) -> dict[tuple[str, ...], int]:
+    """The fixed words of every message a module builds, with the line of each: the first argument of
+    what it raises (RAISED), what it appends to, extends or assigns to a list of problems or errors,
+    the values of a *MESSAGES table, the lists it returns (`return None, [f"..."]`), whatever a
+    MESSAGE_FUNCTION returns, and the local names those are built from (`hint = f" (did you mean
+    {...}?)"`). A string is a constant or an f-string, also as either side of a conditional, an `or`,
+    a `+`, a list, a tuple or a comprehension."""
+    import ast
+
+    def strings(node: ast.AST) -> list[tuple[list[str], int]]:
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [([node.value], line)]
+        if isinstance(node, ast.JoinedStr):
+            return [([str(v.value) for v in node.values if isinstance(v, ast.Constant)], line)]
+        parts: list[ast.AST] = []
+        if isinstance(node, ast.IfExp):
+            parts = [node.body, node.orelse]
+        elif isinstance(node, ast.BoolOp):
+            parts = list(node.values)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.List | ast.Tuple):
+            parts = list(node.elts)
+        elif isinstance(node, ast.ListComp | ast.GeneratorExp):
+            parts = [node.elt]
+        return [found for part in parts for found in strings(part)]
+
+    def returned_lists(node: ast.AST) -> list[tuple[list[str], int]]:
+        if isinstance(node, ast.Tuple | ast.BoolOp):
+            inner = node.elts if isinstance(node, ast.Tuple) else node.values
+            return [found for part in inner for found in returned_lists(part)]
+        if isinstance(node, ast.List | ast.ListComp | ast.GeneratorExp):
+            return strings(node)
+        return []
+
+    def name(node: ast.AST) -> str:
+        return getattr(node, "id", None) or getattr(node, "attr", None) or ""
+
+    def positions(tree: ast.AST) -> list[ast.AST]:
+        out: list[ast.AST] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node.args:
+                callee = name(node.func)
+                appended = callee in ("append", "extend") and PROBLEM_LIST.search(name(node.func.value))
+                if callee in RAISED or appended:
+                    out.append(node.args[0])
+            elif isinstance(node, ast.Assign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(PROBLEM_LIST.search(name(t)) for t in targets):
+                    out.append(node.value)
+                if any("MESSAGES" in name(t) for t in targets) and isinstance(node.value, ast.Dict):
+                    out += node.value.values
+        return out
+
+    tree = ast.parse(source)
+    found: dict[tuple[str, ...], int] = {}
+
+    def add(pieces: list[tuple[list[str], int]]) -> None:
+        for parts, line in pieces:
+            words = _fixed_words(parts)
+            if words:
+                found.setdefault(words, line)
+
+    for value in positions(tree):
+        add(strings(value))
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        assigned: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        assigned.setdefault(target.id, []).append(node.value)
+        names = [n.id for v in positions(function) for n in ast.walk(v) if isinstance(n, ast.Name)]
+        seen: set[str] = set()
+        while names:
+            local = names.pop()
+            if local in seen:
+                continue
+            seen.add(local)
+            for value in assigned.get(local, ()):
+                add(strings(value))
+                names += [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+        reads = strings if MESSAGE_FUNCTION.search(function.name) else returned_lists
+        for node in ast.walk(function):
+            if isinstance(node, ast.Return) and node.value is not None:
+                add(reads(node.value))
+    return found
+
+
+def _refusals_in_code() -> dict[str, dict[tuple[str, ...], str]]:
+    """kind -> the fixed words of each message template of that kind -> where it is built."""
+    out: dict[str, dict[tuple[str, ...], str]] = {}
+    for kind, patterns in MESSAGE_SOURCES.items():
+        templates: dict[tuple[str, ...], str] = {}
+        for pattern in patterns:
+            paths = sorted(ROOT.glob(pattern))
+            assert paths, pattern
+            for path in paths:
+                for words, line in _message_templates(path.read_text()).items():
+                    templates.setdefault(words, f"{path.relative_to(ROOT)}:{line}")
+        out[kind] = templates
+    return out
+
+
+def test_the_message_collector_finds_a_message_in_each_way_berth_builds_one():
+    source = (
+        "def check(value, where):\n"
+        "    problems = [f'{where}: unknown key {k} (a, b are read)' for k in value]\n"
+        "    hint = f' (did you mean {value}?)' if value else ''\n"
+        "    problems.append(f'{where}: no such thing{hint}')\n"
+        "    if not value:\n"
+        "        raise BerthError(f'{where}: nothing to read in it')\n"
+        "    return None, [f'{where}: should be a list, not {value}']\n"
+        "def name_problem(value):\n"
+        "    return 'is not a valid object name' if value else None\n"
+        "def shown(value):\n"
+        "    return f'{value} is what it shows'\n"
+    )
+    assert set(_message_templates(source)) == {
+        ("unknown key", "a, b are read"),
+        ("did you mean",),
+        ("no such thing",),
+        ("nothing to read in it",),
+        ("should be a list, not",),
+        ("is not a valid object name",),
+    }
+
+
+def test_every_refusal_and_every_error_of_a_command_is_explained_in_troubleshooting():
+    """The fixed words of each message template (a refusal of the operator's webhook, a problem of an
+    allocator configuration, the line a berth command stops with) are quoted in the doc's reference
+    part, or in its tables of files and of kubeconfigs: in a `code span`, as the tables give messages."""
+    found = _refusals_in_code()
+    counts = {kind: len(templates) for kind, templates in found.items()}
+    assert counts["pod annotations"] >= 55, counts
+    assert counts["policies"] >= 35, counts
+    assert counts["allocator configuration"] >= 20, counts
+    assert counts["commands"] >= 75, counts
+    assert ("tags should be non-empty strings, found",) in found["pod annotations"]
+    assert ("must return a boolean, it returns",) in found["policies"]
+    assert ("is the name of a built-in algorithm; choose another",) in found["allocator configuration"]
+    assert ("only one input can be read from standard input",) in found["commands"]
+    text = (ROOT / "docs/troubleshooting.md").read_text()
+    sections = [text.split("## Every message berth writes", 1)[1]]
+    for title in ("## Files berth cannot read", "## Credentials and kubeconfig"):
+        sections.append(text.split(f"\n{title}\n", 1)[1].split("\n## ", 1)[0])
+    prose = re.sub(r"(?ms)^```.*?^```$", "", "\n".join(sections))  # without the fenced blocks
+    quoted = " | ".join(" ".join((a or b).split()) for a, b in re.findall(r"``(.+?)``|`([^`]+)`", prose))
+    missing = [
+        f"{where} ({kind}): {' ... '.join(words)}"
+        for kind, templates in found.items()
+        for words, where in templates.items()
+        if any(w not in quoted for w in words)
+    ]
+    assert sorted(missing) == []
+
+
 # kube-scheduler's own events, which the guides show beside berth's.
 KUBE_EVENTS = {"FailedScheduling", "Scheduled", "Preempted"}
 
