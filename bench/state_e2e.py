@@ -10,9 +10,13 @@ third plain, each with a ReplicaSet owner, in 30 namespaces. kube-scheduler star
 reference: its resident memory once it is ready (its informers synced) is what caching this cluster
 costs Go. Then berth's stack, as e2e/stack.py runs it: berth serve (the time to /readyz 200 and its peak
 resident memory), berth operator (the time until its webhooks answer, and until every policy's status
-counts its governed pods; its peak memory) and berth-scheduler. Last, 1000 new pods under ONE_PER_HOST
-in a namespace of their own: the time from their creation to the last binding, and how many nodes hold
-more than one of them (0 when every pod went where the policy allows).
+counts its governed pods; its peak memory) and berth-scheduler, as the chart runs it: two replicas with
+leader election, each berth following its scheduler's Lease (the second berth serve starts once the
+first is ready). Then 1000 new pods under ONE_PER_HOST in a namespace of their own: the time from their
+creation to the last binding, and how many nodes hold more than one of them (0 when every pod went where
+the policy allows). Last, the failover: the leading kube-scheduler and its berth killed and a pod created
+at once, the seconds until the standby bound it (the Lease's expiry, 6 s in e2e/stack.py against the
+chart's 15, then the standby's catch-up, then the placement) and the catch-up's own seconds.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "e2e"))
 
 from controlplane import ControlPlane  # noqa: E402
-from stack import Stack  # noqa: E402
+from stack import Stack, fence_pod  # noqa: E402
 
 from bench.e2e import Api, create_nodes  # noqa: E402
 from bench.state import GROUPS, NAMESPACES, POLICY_LABEL  # noqa: E402
@@ -47,6 +52,8 @@ HEADERS = [
     "new pods",
     "bound s",
     "nodes with two",
+    "failover s",
+    "caught up s",
 ]
 BURST = "burst"
 MAX_PER_NODE = 64  # the most MAX_N_PER_HOST allows
@@ -159,7 +166,11 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
         kube_ready = time.monotonic() - began
         kube_rss, _ = memory_mib(kube.pid)
         cp.kill("reference")
-        stack = Stack(cp)
+        # berth-scheduler as the chart runs it: two replicas, each berth following its scheduler's Lease.
+        stack, standby = Stack(cp, replica="sched-a"), Stack(cp, replica="sched-b")
+        for replica in (stack, standby):
+            assert replica.fence_pod is not None
+            cp.kubectl("apply", "-f", "-", input=json.dumps(fence_pod(replica.fence_pod)))
         cp.kubectl("apply", "-f", str(ROOT / "manifests/crds"))
         cp.kubectl("wait", "--for=condition=Established", "crd/placementpolicies.berth.dev", "--timeout=60s")
         governed = sum(1 for i in range(pods) if i % 3 == 1)
@@ -171,6 +182,8 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
         stack.extender.start()
         assert stack.extender.proc is not None
         serve_ready = wait("berth serve ready", lambda: stack.ready_status() == 200, timeout)
+        standby.extender.start()
+        wait("the standby's berth serve ready", lambda: standby.ready_status() == 200, timeout)
         stack.operator.start()
         assert stack.operator.proc is not None
         began = time.monotonic()
@@ -178,7 +191,9 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
         webhooks = time.monotonic() - began
         counted = webhooks + wait("every policy counted", lambda: governed_counted(cp, governed), timeout, 2)
         name = stack.scheduler_name
-        cp.start_scheduler(stack.scheduler_config(), name=name)
+        cp.start_scheduler(stack.scheduler_config(), name=f"{name}-a", hostname="sched-a")
+        wait("sched-a leading", lambda: _holder(cp).startswith("sched-a_"), timeout)
+        cp.start_scheduler(standby.scheduler_config(), name=f"{name}-b", hostname="sched-b")
         stack.apply(
             policy(BURST, "one-per-host", {"type": "ONE_PER_HOST"}, {"app.kubernetes.io/name": BURST})
         )
@@ -213,11 +228,14 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
         twice = len({n for n in on_nodes if on_nodes.count(n) > 1})
         _, serve_peak = memory_mib(stack.extender.proc.pid)
         _, operator_peak = memory_mib(stack.operator.proc.pid)
+        failover, caught_up = fail_over(cp, stack, standby, timeout)
         stack.stop()
+        standby.stop()
         print(
             f"[bench] state {nodes}/{pods}: kube-scheduler {kube_rss:.0f} MiB; berth serve ready in "
             f"{serve_ready:.1f} s, peak {serve_peak:.0f} MiB; operator peak {operator_peak:.0f} MiB; "
-            f"{new} bound in {bound:.1f} s from their creation",
+            f"{new} bound in {bound:.1f} s from their creation; failover {failover:.1f} s "
+            f"(caught up in {caught_up:.2f} s)",
             file=sys.stderr,
             flush=True,
         )
@@ -234,7 +252,42 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
             new,
             bound,
             twice,
+            failover,
+            caught_up,
         ]
+
+
+def _holder(cp: ControlPlane) -> str:
+    lease = cp.kubectl_json("get", "lease", "berth-scheduler", "-n", "kube-system", check=False)
+    return (lease.get("spec") or {}).get("holderIdentity") or ""
+
+
+def fail_over(cp: ControlPlane, leader: Stack, standby: Stack, timeout: float) -> tuple[float, float]:
+    """The leading kube-scheduler and its berth killed (SIGKILL) and a pod created at once: the seconds
+    until the standby's berth-scheduler bound it (the Lease's expiry, the standby's catch-up and the
+    placement), and the seconds of the catch-up alone (from the standby's log)."""
+    cp.kill(f"{leader.scheduler_name}-a")
+    leader.extender.kill()
+    began = time.monotonic()
+    after = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "after-failover", "labels": {"app.kubernetes.io/name": BURST}},
+        "spec": {
+            "schedulerName": leader.scheduler_name,
+            "containers": [{"name": "main", "image": "registry.example/app:1.0"}],
+        },
+    }
+    cp.kubectl("apply", "-n", BURST, "-f", "-", input=json.dumps(after))
+
+    def bound() -> bool:
+        pod = cp.kubectl_json("get", "pod", "after-failover", "-n", BURST, check=False)
+        return bool((pod.get("spec") or {}).get("nodeName"))
+
+    wait("the standby bound a pod", bound, timeout, 0.2)
+    failover = time.monotonic() - began  # from the kill
+    found = re.findall(r"caught up with the watch in ([0-9.]+) s", standby.extender.log.read_text())
+    return failover, float(found[-1]) if found else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,6 +77,19 @@ def until(what: str, check: Any, timeout: float = 90, *, every: float = 0.5) -> 
     raise AssertionError(f"{what}: not reached in {timeout}s (last: {last})")
 
 
+def fence_pod(name: str) -> dict[str, Any]:
+    """A pod object in kube-system that stands for the berth-scheduler pod a replica would run in."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {
+            "schedulerName": "berth-e2e-unscheduled",
+            "containers": [{"name": "stand-in", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }
+
+
 class Stack:
     def __init__(
         self,
@@ -86,14 +99,20 @@ class Stack:
         scheduler: str = "berth-scheduler",
         serve_args: tuple[str, ...] = (),
         replica: str | None = None,
+        fence: bool = True,
     ) -> None:
         assert cp.logs and cp.kubeconfig and cp.workdir
         self.cp, self.https, self.scheduler_name = cp, https, scheduler
         # A replica of a scheduler with leader election (the host name of its scheduler, as a pod's):
-        # its berth follows the Lease named after the scheduler in kube-system.
+        # its berth follows the Lease named after the scheduler in kube-system, and with `fence` catches
+        # up on taking it by a condition on its pod, as the chart's does (a pod object stands for the
+        # berth-scheduler pod it would run in; nothing schedules it).
         self.replica = replica
+        self.fence_pod = f"{scheduler}-{replica}" if replica and fence else None
         if replica:
             serve_args = (*serve_args, "--follow-lease", f"kube-system/{scheduler}", "--identity", replica)
+        if self.fence_pod:
+            serve_args = (*serve_args, "--fence-pod", f"kube-system/{self.fence_pod}")
         self.port = free_port()
         self.scheme = "https" if https else "http"
         python = [sys.executable, "-m", "berth.cli"]
@@ -199,6 +218,8 @@ class Stack:
         self.cp.kubectl(
             "wait", "--for=condition=Established", "crd/placementpolicies.berth.dev", "--timeout=60s"
         )
+        if self.fence_pod:
+            self.cp.kubectl("apply", "-f", "-", input=json.dumps(fence_pod(self.fence_pod)))
         self.extender.start()
         self.wait_extender()
         if operator:

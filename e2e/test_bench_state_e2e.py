@@ -1,5 +1,6 @@
 """berth's stack started on a filled cluster (`python -m bench --only state`), at a small size: every
-figure is measured, every policy counts its governed pods, and the new pods are bound one per node."""
+figure is measured, every policy counts its governed pods, the new pods are bound one per node, and the
+standby takes over from a killed leader."""
 
 from __future__ import annotations
 
@@ -14,3 +15,5 @@ def test_the_state_benchmark_starts_berth_on_a_filled_cluster_and_binds_the_burs
         assert row[figure] > 0, row
     # the operator counted after it served its webhooks, berth serve was ready before either
     assert 0 < row["operator webhooks s"] <= row["operator counted s"], row
+    # the standby took over from a killed leader by its fence, and bound a pod after the Lease lapsed
+    assert row["caught up s"] < row["failover s"] < 60, row

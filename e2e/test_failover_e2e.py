@@ -1,7 +1,8 @@
 """Failover between berth-scheduler replicas: two kube-schedulers with leader election, each with its
 berth following its Lease (`berth serve --follow-lease`). The leading pair is killed (SIGKILL, both
-processes) in the middle of a burst of a ONE_PER_HOST Deployment; the standby takes over, and every pod
-ends placed, one per node, with no violation.
+processes) in the middle of a burst of a ONE_PER_HOST Deployment; the standby takes over, catching up by
+the fence on its pod rather than listing the cluster again, and every pod ends placed, one per node, with
+no violation.
 
 150 nodes: kube-scheduler asks berth about a sample of 100 of them (numFeasibleNodesToFind), so as the
 nodes fill up, replicas are handed over to free nodes outside the sample (berth.extender.sample), by
@@ -108,6 +109,11 @@ def test_the_standby_takes_over_mid_burst_with_no_violation(
     per_node = Counter(p["spec"]["nodeName"] for p in placed)
     assert max(per_node.values()) == 1, per_node  # ONE_PER_HOST held through the failover
     assert _holder(cp).split("_", 1)[0] == standby
+    # the standby's view was warm: it caught up by the fence on its pod, not by listing the cluster again
+    log = stacks[standby].extender.log.read_text()
+    assert "caught up with the watch" in log and "listing the cluster again" not in log
+    fence = cp.kubectl_json("get", "pod", stacks[standby].fence_pod, "-n", "kube-system")
+    assert any(c["type"] == "berth.dev/LeaseTaken" for c in fence["status"]["conditions"])
     # the standby placed the rest: its berth wrote the placement record on them
     records = [p for p in placed if "berth.dev/placement" in p["metadata"].get("annotations", {})]
     assert len(records) == REPLICAS

@@ -98,3 +98,12 @@ def test_a_replica_whose_scheduler_does_not_lead_refuses_filter_and_bind_with_an
     assert client.post("/filter", json={"Pod": new, "NodeNames": ["n1"]}).json()["Error"] == NOT_LEADING
     bind = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
     assert client.post("/bind", json=bind).json() == {"Error": NOT_LEADING}
+
+
+def test_the_fence_pod_is_named_namespace_slash_name_and_goes_with_the_lease(capsys):
+    from berth.cli import main
+
+    assert main(["serve", "--fence-pod", "berth-system/berth-scheduler-0"]) == 2
+    assert "--fence-pod goes with --follow-lease" in capsys.readouterr().err
+    assert main(["serve", "--follow-lease", "berth-system/berth-scheduler", "--fence-pod", "pod-0"]) == 2
+    assert "--fence-pod should be NAMESPACE/NAME, found 'pod-0'" in capsys.readouterr().err

@@ -297,3 +297,84 @@ def test_a_list_is_taken_into_the_view_page_by_page_and_a_relist_forgets_what_it
         await cache.stop()
 
     asyncio.run(scenario())
+
+
+class _Fenced(FakeApi):
+    """A FakeApi that stores the status patch of berth's own pod and shows it on the pod watch (`feed`),
+    after whatever the old leader stored before it (`before`); `answer`: the patch's status code."""
+
+    OWN = "/api/v1/namespaces/berth-system/pods/berth-a/status"
+
+    def __init__(self, feed: Feed, before: list[dict], answer: int = 200, shown: bool = True) -> None:
+        super().__init__()
+        self.feed, self.before, self.answer, self.shown = feed, before, answer, shown
+        self.patches: list[dict] = []
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "PATCH" and request.url.path == self.OWN:
+            self.requests.append((request.url.path, {}))
+            if self.answer != 200:
+                return httpx.Response(
+                    self.answer, json={"kind": "Status", "code": self.answer, "message": "no"}
+                )
+            body = json.loads(request.content)
+            self.patches.append(body)
+            own = _with_rv(pod("berth-a", namespace="berth-system", node="n1"), 30)
+            own["status"]["conditions"] = body["status"]["conditions"]
+            for obj in self.before:
+                self.feed.send("MODIFIED", obj)
+            if self.shown:
+                self.feed.send("MODIFIED", own)
+            return httpx.Response(200, json=own)
+        return super().handler(request)
+
+
+def _lists(api: FakeApi, path: str) -> int:
+    return len([q for p, q in api.requests if p == path and "watch" not in q])
+
+
+def test_a_replica_taking_the_lease_catches_up_by_its_fence_without_listing_again():
+    # The old leader bound b just before it died; the watch shows that before the fence, so once the
+    # fence is back the view has b where the old leader put it, and nothing was listed again.
+    async def scenario():
+        feed = Feed()
+        bound_by_old_leader = _with_rv(pod("b", node="n1", tags=["web"]), 20)
+        api = _Fenced(feed, [bound_by_old_leader])
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
+        api.lists["/api/v1/pods"] = [[_with_rv(pod("a", node="n1", tags=["web"]), 7)]]
+        api.watches["/api/v1/pods"] = [feed, "hang"]
+        cache = await _cache(api, fence_pod=("berth-system", "berth-a"))
+        await cache.start()
+        await _until(cache.ready)
+        await cache.catch_up()
+        assert cache.view.state("n1").tag_count("default", "web") == 2
+        assert cache.catch_ups == 1
+        assert _lists(api, "/api/v1/pods") == 1 and _lists(api, "/api/v1/nodes") == 1
+        condition = api.patches[0]["status"]["conditions"][0]
+        assert condition["type"] == "berth.dev/LeaseTaken" and condition["reason"] == "CaughtUp"
+        await cache.stop()
+
+    asyncio.run(scenario())
+
+
+def test_without_its_fence_back_in_time_or_without_a_fence_pod_the_replica_lists_again(caplog):
+    async def listed_again(**kw) -> tuple[int, int]:
+        feed = Feed()
+        answer, shown = kw.pop("answer", 200), kw.pop("shown", True)
+        api = _Fenced(feed, [], answer=answer, shown=shown)
+        api.lists["/api/v1/nodes"] = [[_with_rv(node("n1"), 5)]]
+        api.lists["/api/v1/pods"] = [[_with_rv(pod("a", node="n1"), 7)]]
+        api.watches["/api/v1/pods"] = [feed, "hang"]
+        cache = await _cache(api, catch_up_seconds=0.3, **kw)
+        await cache.start()
+        await _until(cache.ready)
+        await cache.catch_up()
+        await cache.stop()
+        return _lists(api, "/api/v1/pods") - 1, cache.catch_ups
+
+    fence = {"fence_pod": ("berth-system", "berth-a")}
+    assert asyncio.run(listed_again()) == (1, 0)  # no fence pod: the list, as before
+    assert asyncio.run(listed_again(shown=False, **fence)) == (1, 0)  # the fence never came back
+    assert "not seen in 0.3 s" in caplog.text
+    assert asyncio.run(listed_again(answer=403, **fence)) == (1, 0)  # not allowed to write it
+    assert asyncio.run(listed_again(**fence)) == (0, 1)

@@ -72,7 +72,15 @@ def add_parser(sub: Any, prog: str) -> None:
         "--follow-lease",
         metavar="NAMESPACE/NAME",
         help="the Lease the kube-scheduler beside berth leads by: filter is answered only while it holds "
-        "it (after listing the cluster again when it takes it) and bind is refused once it no longer does",
+        "it (once the view holds every placement made before it took it) and bind is refused once it no "
+        "longer does",
+    )
+    srv.add_argument(
+        "--fence-pod",
+        metavar="NAMESPACE/NAME",
+        help="with --follow-lease: berth serve's own pod (the chart gives it from the downward API). When "
+        "the scheduler takes the Lease, berth writes a condition on it and waits for its watch to show it, "
+        "instead of listing the cluster again (default: list again)",
     )
     srv.add_argument(
         "--identity",
@@ -122,6 +130,12 @@ def complete(args: argparse.Namespace) -> ServeOptions:
         if not namespace or not name:
             raise BerthError(f"--follow-lease should be NAMESPACE/NAME, found {args.follow_lease!r}")
         lease = (namespace, name)
+    fence_pod = None
+    if args.fence_pod is not None:
+        namespace, _, name = args.fence_pod.partition("/")
+        if not namespace or not name:
+            raise BerthError(f"--fence-pod should be NAMESPACE/NAME, found {args.fence_pod!r}")
+        fence_pod = (namespace, name)
     config = allocator_config(args.config)
     try:
         kube_sample = parse_profiles(args.kube_sample)
@@ -147,6 +161,7 @@ def complete(args: argparse.Namespace) -> ServeOptions:
         placement_events=_placement_events(args.placement_events),
         lease=lease,
         identity=args.identity,
+        fence_pod=fence_pod,
         metrics=metrics,
         kube_sample=kube_sample,
     )

@@ -8,6 +8,8 @@ from typing import Any
 
 MAX_EVENT_MESSAGE = 1024  # the API server refuses longer messages
 RETRY_CONDITION = "berth.dev/PlacementRetry"
+# Written by berth serve on its own pod when its scheduler takes the Lease (berth.cluster.live.catch_up).
+FENCE_CONDITION = "berth.dev/LeaseTaken"
 
 
 def retry_patch(reason: str, why: str, now: str | None = None) -> dict[str, Any]:
@@ -23,6 +25,21 @@ def retry_patch(reason: str, why: str, now: str | None = None) -> dict[str, Any]
         "message": f"{why}: berth asked kube-scheduler to try the pod again",
         "lastTransitionTime": now,
         "lastProbeTime": now,
+    }
+    return {"status": {"conditions": [condition]}}
+
+
+def fence_patch(token: str, now: str | None = None) -> dict[str, Any]:
+    """The status patch berth serve writes on its own pod when its scheduler takes the Lease: the watch
+    shows it after every pod change stored before it, so seeing it come back means the view holds the
+    placements the scheduler that led before made (berth.cluster.live.LiveCluster.catch_up)."""
+    now = now or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": FENCE_CONDITION,
+        "status": "True",
+        "reason": "CaughtUp",
+        "message": f"berth serve took over placing at {now} (fence {token})",
+        "lastTransitionTime": now,
     }
     return {"status": {"conditions": [condition]}}
 

@@ -6,8 +6,10 @@ scheduler leads while the holder's identity is this pod's (kube-scheduler's iden
 an underscore and a uuid) and the holder keeps renewing it within its lease duration (timed on this
 process's clock, from when a renewal was seen, so that clock skew does not matter).
 
-- On becoming the leader's sidecar, berth lists nodes and pods again before it answers filter: the
-  placements the old leader made that the watch has not shown yet are then in the view.
+- On becoming the leader's sidecar, berth catches up with the API server before it answers filter
+  (`on_lead`, berth.cluster.live.LiveCluster.catch_up: a fence on its own pod that its watch shows, or a
+  list of nodes and pods): the placements the old leader made that the watch has not shown yet are then
+  in the view.
 - While its scheduler does not lead (or before that list), filter is refused with an error the
   scheduler retries, and bind is refused: a scheduler that lost the Lease must not bind what it
   decided before the new leader took over.
@@ -77,7 +79,9 @@ class Leadership:
             lease = None
         leads = self.observe(lease)
         if leads and not self.leading:
-            log.info("this replica's scheduler holds the lease: listing the cluster again before placing")
+            log.info(
+                "this replica's scheduler holds the lease: catching up with the API server before placing"
+            )
             self.leading, self.fresh = True, False
             await self.on_lead()
             self.fresh = self.leading

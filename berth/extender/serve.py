@@ -213,6 +213,7 @@ class ServeOptions:
     placement_events: tuple[str, ...] = ()
     lease: tuple[str, str] | None = None  # --follow-lease: the scheduler's Lease, (namespace, name)
     identity: str | None = None
+    fence_pod: tuple[str, str] | None = None  # --fence-pod: berth serve's own pod, (namespace, name)
     metrics: MetricsPort | None = None
     kube_sample: dict[str, int] = field(default_factory=dict)
 
@@ -223,6 +224,10 @@ class ServeOptions:
             raise BerthError("--tls-cert and --tls-key go together")
         if self.lease is not None and self.cluster_file:
             raise BerthError("--follow-lease goes with a live cluster, not --cluster")
+        if self.fence_pod is not None and self.lease is None:
+            raise BerthError(
+                "--fence-pod goes with --follow-lease: the fence is written when the lease is taken"
+            )
         metrics = self.metrics
         if metrics is not None:
             if bool(metrics.certfile) != bool(metrics.keyfile):
@@ -282,12 +287,17 @@ def build(options: ServeOptions, creds: Credentials | None) -> Extender:
     assert creds is not None
     client = KubeClient(creds)
     states = PodStates()
-    live = LiveCluster(client, reservation_seconds=options.reservation_seconds, pod_states=states)
+    live = LiveCluster(
+        client,
+        reservation_seconds=options.reservation_seconds,
+        pod_states=states,
+        fence_pod=options.fence_pod,
+    )
     leadership = None
     if options.lease is not None:
         namespace, name = options.lease
         leadership = Leadership(
-            client, namespace, name, options.identity or socket.gethostname(), on_lead=live.relist
+            client, namespace, name, options.identity or socket.gethostname(), on_lead=live.catch_up
         )
     writes = Writes(
         bind=api_binder(client),
