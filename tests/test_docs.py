@@ -534,6 +534,256 @@ def test_every_refusal_and_every_error_of_a_command_is_explained_in_troubleshoot
     assert sorted(missing) == []
 
 
+# Where the text of a pod that no node fits is made: messages
+# passed along (a step's Reason whose message a helper builds, a rule's verdict that becomes a policy's
+# failure), collected by tracing each message back to the strings it is made of.
+# kind -> (the files, what is called with a message: callee -> the argument's position or keyword,
+# the lists whose items are messages, the functions whose return value is one).
+MESSAGE_TRACES: dict[str, tuple[tuple[str, ...], dict[str, int | str], str, str]] = {
+    # The 409 answer and the FailedPlacement event (berth.engine.wording.no_fit_message): the constraint()
+    # of each step that removed nodes, then the count of each Reason's short text (a PlacementPolicy's
+    # reason carries its Failure, a rule's the Verdict), with the notes berth serve adds to the event.
+    "why no node fits": (
+        ("berth/engine/*.py", "berth/vocab/**/*.py", "berth/extender/preempt.py", "berth/extender/sample.py"),
+        {"Reason": 2, "Failure": 1, "Verdict": 1, "replace": "message"},
+        "",
+        r"^(constraint|no_fit_message|short|only_berth_blocks|unasked_note)$",
+    ),
+}
+
+
+def _traced_templates(
+    source: str, calls: dict[str, int | str], lists: str, functions: str
+) -> dict[tuple[str, ...], int]:
+    """The fixed words of every message of a module, with the line of each: the argument of a call in
+    `calls`, what is appended to (or assigned to) a list matching `lists`, what a function matching
+    `functions` returns; each traced back to its strings through the local and module names it is built
+    from, the parameters it is passed as (to what the module's calls pass), the module's functions and
+    methods it calls (to what they return), the class attributes it reads (`self.what`) and `.join()`.
+    An f-string is a message of its own, and so is each of its parts it is built from."""
+    import ast
+
+    tree = ast.parse(source)
+    defined: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    enclosing: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    attributes: dict[str, list[ast.AST]] = {}  # class attributes, by name
+    module: dict[str, list[ast.AST]] = {}  # module-level names
+    called: dict[str, list[ast.Call]] = {}  # the module's calls, by what they call
+    for node in ast.walk(tree):  # outer functions first: an inner one encloses its own nodes
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defined.setdefault(node.name, []).append(node)
+            for inner in ast.walk(node):
+                enclosing[id(inner)] = node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.Assign | ast.AnnAssign) and item.value is not None:
+                    for target in item.targets if isinstance(item, ast.Assign) else [item.target]:
+                        attributes.setdefault(getattr(target, "id", ""), []).append(item.value)
+        elif isinstance(node, ast.Call):
+            callee = getattr(node.func, "id", None) or getattr(node.func, "attr", None) or ""
+            called.setdefault(callee, []).append(node)
+    for item in tree.body:
+        if isinstance(item, ast.Assign | ast.AnnAssign) and item.value is not None:
+            for target in item.targets if isinstance(item, ast.Assign) else [item.target]:
+                module.setdefault(getattr(target, "id", ""), []).append(item.value)
+
+    def name(node: ast.AST) -> str:
+        return getattr(node, "id", None) or getattr(node, "attr", None) or ""
+
+    def argument(call: ast.Call, position: int | str, keyword: str = "message") -> ast.AST | None:
+        """The argument at a position (or a keyword), else the one given by the keyword."""
+        if isinstance(position, int) and 0 <= position < len(call.args):
+            return call.args[position]
+        keyword = position if isinstance(position, str) else keyword
+        return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+    def local(function: ast.AST, local_name: str) -> list[ast.AST] | None:
+        """What a name of the function is made of: its assignments and what is appended to it; None
+        when the function never assigns it."""
+        found: list[ast.AST] = []
+        assigned = False
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(getattr(t, "id", None) == local_name for t in targets) and node.value is not None:
+                    assigned = True
+                    found.append(node.value)
+            elif (
+                isinstance(node, ast.Call)
+                and name(node.func) in ("append", "extend")
+                and getattr(node.func.value, "id", None) == local_name
+            ):
+                found += node.args[:1]
+        return found if assigned else None
+
+    def passed(function: ast.FunctionDef | ast.AsyncFunctionDef, parameter: str) -> list[ast.AST]:
+        """What the module's calls of the function pass as the parameter."""
+        params = [a.arg for a in function.args.args]
+        out = []
+        for call in called.get(function.name, []):
+            method = params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute)
+            found = argument(call, params.index(parameter) - method, parameter)
+            if found is not None:
+                out.append(found)
+        return out
+
+    seen: set[int] = set()
+
+    def strings(node: ast.AST | None) -> list[tuple[list[str], int]]:
+        if node is None or id(node) in seen:
+            return []
+        seen.add(id(node))
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant):
+            return [([node.value], line)] if isinstance(node.value, str) else []
+        if isinstance(node, ast.JoinedStr):
+            out = [([str(v.value) for v in node.values if isinstance(v, ast.Constant)], line)]
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    out += strings(value.value)
+            return out
+        parts: list[ast.AST | None] = []
+        if isinstance(node, ast.IfExp):
+            parts = [node.body, node.orelse]
+        elif isinstance(node, ast.BoolOp):
+            parts = list(node.values)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.List | ast.Tuple):
+            parts = list(node.elts)
+        elif isinstance(node, ast.ListComp | ast.GeneratorExp):
+            parts = [node.elt]
+        elif isinstance(node, ast.Subscript):
+            parts = [node.value]
+        elif isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "self":
+            parts = list(attributes.get(node.attr, []))
+        elif isinstance(node, ast.Call):
+            if name(node.func) == "join" and node.args:
+                parts = [node.args[0]]
+            for function in defined.get(name(node.func), []):
+                parts += [r.value for r in ast.walk(function) if isinstance(r, ast.Return)]
+        elif isinstance(node, ast.Name):
+            function = enclosing.get(id(node))
+            made = local(function, node.id) if function is not None else None
+            if made is not None:
+                parts = list(made)
+            elif function is not None and node.id in [a.arg for a in function.args.args]:
+                parts = list(passed(function, node.id))
+            else:
+                parts = list(module.get(node.id, []))
+        return [found for part in parts for found in strings(part)]
+
+    messages: list[ast.AST | None] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and name(node.func) in calls:
+            messages.append(argument(node, calls[name(node.func)]))
+        elif isinstance(node, ast.Call) and name(node.func) in ("append", "extend") and lists:
+            if re.search(lists, name(node.func.value)) and node.args:
+                messages.append(node.args[0])
+        elif isinstance(node, ast.Assign) and lists:
+            if any(re.search(lists, name(t)) for t in node.targets):
+                messages.append(node.value)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and re.search(functions, node.name):
+            messages += [r.value for r in ast.walk(node) if isinstance(r, ast.Return)]
+    found: dict[tuple[str, ...], int] = {}
+    for message in messages:
+        for parts, line in strings(message):
+            words = _fixed_words(parts)
+            if words:
+                found.setdefault(words, line)
+    return found
+
+
+def _traced_in_code() -> dict[str, dict[tuple[str, ...], str]]:
+    """kind (of MESSAGE_TRACES) -> the fixed words of each message template -> where it is built."""
+    out: dict[str, dict[tuple[str, ...], str]] = {}
+    for kind, (patterns, calls, lists, functions) in MESSAGE_TRACES.items():
+        templates: dict[tuple[str, ...], str] = {}
+        for pattern in patterns:
+            paths = sorted(ROOT.glob(pattern))
+            assert paths, pattern
+            for path in paths:
+                for words, line in _traced_templates(path.read_text(), calls, lists, functions).items():
+                    templates.setdefault(words, f"{path.relative_to(ROOT)}:{line}")
+        out[kind] = templates
+    return out
+
+
+def _quoted(text: str) -> str:
+    """Every `code span` of a part of the doc outside its fenced blocks, whitespace-normalised, joined
+    by " | " (so that a message's fixed words are found within one span)."""
+    prose = re.sub(r"(?ms)^```.*?^```$", "", text)
+    return " | ".join(" ".join((a or b).split()) for a, b in re.findall(r"``(.+?)``|`([^`]+)`", prose))
+
+
+def _subsection(title: str) -> str:
+    text = (ROOT / "docs/troubleshooting.md").read_text()
+    return text.split(f"\n{title}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+
+
+def test_the_message_tracer_follows_a_message_to_the_strings_it_is_made_of():
+    source = (
+        "LIMIT = 'the limit of the cluster'\n"
+        "def _where(hint):\n"
+        "    return f'is not in the {hint} of a pod'\n"
+        "class Step:\n"
+        "    what = 'score under the default profile'\n"
+        "    def check(self, node):\n"
+        "        message = f'node is below {LIMIT} this morning'\n"
+        "        if node:\n"
+        "            return self._unmet(f'strict locality: the node {_where(node)}')\n"
+        "        return Reason(self.name, Kind.UNMET, message)\n"
+        "    def _unmet(self, message):\n"
+        "        return Reason(self.name, Kind.UNMET, message)\n"
+        "    def set_aside(self):\n"
+        "        return Reason(self.name, Kind.SET_ASIDE, f'lower {self.what} than the best nodes')\n"
+        "    def constraint(self, prepared):\n"
+        "        names = []\n"
+        "        names.append(f'the policy {prepared} (it does not exist)')\n"
+        "        return '; '.join(names)\n"
+        "    def shown(self):\n"
+        "        return 'not a message of any kind'\n"
+    )
+    assert set(_traced_templates(source, {"Reason": 2}, "", r"^constraint$")) == {
+        ("node is below", "this morning"),
+        ("the limit of the cluster",),
+        ("strict locality: the node",),
+        ("is not in the", "of a pod"),
+        ("than the best nodes",),
+        ("score under the default profile",),
+        ("the policy", "it does not exist"),
+    }
+
+
+def test_why_no_node_fits_is_explained_in_troubleshooting():
+    """The fixed words of the 409 text (the constraint each step names, the reason it gives each node
+    it removes, wording.py's own sentences, berth serve's notes) are quoted in the doc's subsection on
+    it."""
+    found = _traced_in_code()
+    counts = {kind: len(templates) for kind, templates in found.items()}
+    assert counts["why no node fits"] >= 85, counts
+    no_fit = found["why no node fits"]
+    assert {("no node satisfies",), ("nodes are available",), ("set aside",)} <= set(no_fit)
+    assert ("pods of namespace", "on the node do not carry every required tag") in no_fit
+    assert ("the node does not carry tag",) in no_fit  # a PlacementPolicy's Failure
+    assert ("rule returned false",) in no_fit  # a RULE_BASED policy's Verdict
+    assert ("node didn't match pod affinity rules",) in no_fit  # passed to a helper that makes the Reason
+    assert ("an `or` kept other nodes",) in no_fit
+    assert ("the node has no platform version",) in no_fit
+    sections = {
+        "why no node fits": "### Why no node fits (the 409 and FailedPlacement)",
+    }
+    missing = []
+    for kind, templates in found.items():
+        quoted = _quoted(_subsection(sections[kind]))
+        missing += [
+            f"{where} ({kind}): {' ... '.join(words)}"
+            for words, where in templates.items()
+            if any(w not in quoted for w in words)
+        ]
+    assert sorted(missing) == []
+
+
 # kube-scheduler's own events, which the guides show beside berth's.
 KUBE_EVENTS = {"FailedScheduling", "Scheduled", "Preempted"}
 
