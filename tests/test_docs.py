@@ -534,7 +534,7 @@ def test_every_refusal_and_every_error_of_a_command_is_explained_in_troubleshoot
     assert sorted(missing) == []
 
 
-# Where the text of a pod that no node fits is made: messages
+# Where the text of a pod that no node fits is made, and the warnings berth's commands print: messages
 # passed along (a step's Reason whose message a helper builds, a rule's verdict that becomes a policy's
 # failure), collected by tracing each message back to the strings it is made of.
 # kind -> (the files, what is called with a message: callee -> the argument's position or keyword,
@@ -548,6 +548,14 @@ MESSAGE_TRACES: dict[str, tuple[tuple[str, ...], dict[str, int | str], str, str]
         {"Reason": 2, "Failure": 1, "Verdict": 1, "replace": "message"},
         "",
         r"^(constraint|no_fit_message|short|only_berth_blocks|unasked_note)$",
+    ),
+    # `berth: warning: FILE: ...` (an allocator configuration, a what-if policy) and `berth validate`'s
+    # `warning: ...` lines.
+    "warnings": (
+        ("berth/vocab/alloc/config.py", "berth/cli/sources.py", "berth/analysis/validate*.py"),
+        {"Finding": 5},
+        r"^warnings$",
+        r"warning",
     ),
 }
 
@@ -758,10 +766,11 @@ def test_the_message_tracer_follows_a_message_to_the_strings_it_is_made_of():
 def test_why_no_node_fits_is_explained_in_troubleshooting():
     """The fixed words of the 409 text (the constraint each step names, the reason it gives each node
     it removes, wording.py's own sentences, berth serve's notes) are quoted in the doc's subsection on
-    it."""
+    it, and the warnings berth's commands print in theirs."""
     found = _traced_in_code()
     counts = {kind: len(templates) for kind, templates in found.items()}
     assert counts["why no node fits"] >= 85, counts
+    assert counts["warnings"] >= 14, counts
     no_fit = found["why no node fits"]
     assert {("no node satisfies",), ("nodes are available",), ("set aside",)} <= set(no_fit)
     assert ("pods of namespace", "on the node do not carry every required tag") in no_fit
@@ -770,8 +779,10 @@ def test_why_no_node_fits_is_explained_in_troubleshooting():
     assert ("node didn't match pod affinity rules",) in no_fit  # passed to a helper that makes the Reason
     assert ("an `or` kept other nodes",) in no_fit
     assert ("the node has no platform version",) in no_fit
+    assert ("governs no running pod in namespace", "the what-if changes nothing there") in found["warnings"]
     sections = {
         "why no node fits": "### Why no node fits (the 409 and FailedPlacement)",
+        "warnings": "### What berth warns about",
     }
     missing = []
     for kind, templates in found.items():
