@@ -174,6 +174,19 @@ def test_an_algorithm_with_no_meaning_on_kubernetes_is_refused_naming_it_and_the
     assert "VolumeBinding" in error
 
 
+def test_a_name_is_named_by_its_position_as_written_after_a_member_that_is_refused():
+    chain = ["pipe", 3, "hard-filter-hvm", ["or", "", "identity", "nope"]]
+    errors = _errors({"allocationDescription": chain})
+    assert [e.split(": ", 1)[0] for e in errors] == [
+        "allocationDescription[1]",
+        "allocationDescription[3][1]",
+        "allocationDescription[2]",
+        "allocationDescription[3][3]",
+    ]
+    assert errors[2].startswith('allocationDescription[2]: algorithm "hard-filter-hvm" has no meaning')
+    assert errors[3] == 'allocationDescription[3][3]: unknown algorithm "nope"'
+
+
 def test_the_seeds_names_and_berths_step_names_both_build_a_chain():
     config = parse_config(
         {

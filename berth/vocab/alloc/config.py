@@ -300,7 +300,7 @@ def parse_config(data: Any, *, source: str = "") -> AllocatorConfig:
     )
     problems += _check_algorithms(config)
     if description is not None:
-        problems += check_names(description, "allocationDescription", config.algorithms)
+        problems += check_names(model.allocationDescription, "allocationDescription", config.algorithms)
     if problems:
         _raise(problems, source)
     return config
@@ -311,10 +311,10 @@ def _description_problems(data: Mapping[str, Any]) -> list[str]:
     raw = data.get("allocationDescription")
     if not isinstance(raw, list):
         return []
-    description, problems = parse_description(raw, "allocationDescription")
+    _, problems = parse_description(raw, "allocationDescription")
     algorithms = data.get("algorithms")
     named = {str(k): AlgorithmRef("") for k in algorithms} if isinstance(algorithms, dict) else {}
-    return problems + check_names(description, "allocationDescription", named)
+    return problems + check_names(raw, "allocationDescription", named)
 
 
 def _raise(problems: list[str], source: str) -> Any:

@@ -57,13 +57,19 @@ def parse_description(raw: Any, where: str, depth: int = 0) -> tuple[Description
     return tuple(out), problems
 
 
-def check_names(description: Description, where: str, custom: Collection[str] = ()) -> list[str]:
+def check_names(raw: Any, where: str, custom: Collection[str] = (), depth: int = 0) -> list[str]:
     """Every name must be an algorithm berth runs; one with no meaning on Kubernetes is refused with
-    the reason, an unknown one is named (with the closest known name)."""
+    the reason, an unknown one is named (with the closest known name). `raw` is the chain as written
+    (or a Description): each name is named by its position there, also after a member or a list that
+    parse_description refuses, which is left to it."""
+    if not isinstance(raw, list | tuple) or not raw or raw[0] not in ("pipe", "or") or depth >= MAX_DEPTH:
+        return []
     problems = []
-    for i, member in enumerate(description[1:], 1):
-        if isinstance(member, tuple):
-            problems += check_names(member, f"{where}[{i}]", custom)
+    for i, member in enumerate(raw[1:], 1):
+        if isinstance(member, list | tuple):
+            problems += check_names(member, f"{where}[{i}]", custom, depth + 1)
+            continue
+        if not isinstance(member, str) or not member:
             continue
         found = lookup(member, custom)
         if found.refused:
