@@ -34,7 +34,7 @@ from berth.vocab import kube, step_names
 from berth.vocab.alloc.base import AllocStep, Setup
 from berth.vocab.alloc.config import DEFAULT_CONFIG, AllocatorConfig
 from berth.vocab.alloc.custom import build, discovered, load_entry_point, load_path
-from berth.vocab.alloc.description import Description, names_in, parse_description
+from berth.vocab.alloc.description import Description, algorithm_problem, names_in, parse_description
 from berth.vocab.alloc.plugin_names import lookup
 from berth.vocab.alloc.registry import ALGORITHMS
 from berth.vocab.planned_target import PlannedTarget
@@ -234,13 +234,9 @@ def _member(description: Description, where: str, setup: Setup) -> Member:
 def _step(name: str, where: str, setup: Setup) -> Step:
     config = setup.config
     found = lookup(name, config.algorithms)
-    if found.refused:
-        raise InvalidConfig(
-            f"{where}: algorithm {name!r} has no meaning on Kubernetes: {found.refused}", field=where
-        )
-    if found.unknown:
-        hint = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
-        raise InvalidConfig(f"{where}: unknown algorithm {name!r}{hint}", field=where)
+    problem = algorithm_problem(name, found)
+    if problem is not None:
+        raise InvalidConfig(f"{where}: {problem}", field=where)
     if found.kind == "alloc":
         cls: type[Step] = ALGORITHMS[name.removeprefix("alloc/")]
         return cls(setup) if issubclass(cls, AllocStep) else cls()  # type: ignore[call-arg]

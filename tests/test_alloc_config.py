@@ -187,6 +187,15 @@ def test_a_name_is_named_by_its_position_as_written_after_a_member_that_is_refus
     assert errors[3] == 'allocationDescription[3][3]: unknown algorithm "nope"'
 
 
+@pytest.mark.parametrize("name", ["hard-filter-hvm", "hard-filter-min-rma"])
+def test_the_chain_builder_refuses_a_name_in_the_words_of_the_configurations_check(name):
+    with pytest.raises(InvalidConfig) as built:
+        build_pipeline(AllocatorConfig(description=("pipe", "identity", name)))
+    [checked] = _errors({"allocationDescription": ["pipe", "identity", name]})
+    # (the path is the one in the chain as built, berth's own steps added)
+    assert built.value.message.split(": ", 1)[1] == checked.split(": ", 1)[1]
+
+
 def test_the_seeds_names_and_berths_step_names_both_build_a_chain():
     config = parse_config(
         {

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from typing import Any
 
 from berth.json_annotation import show
-from berth.vocab.alloc.plugin_names import lookup
+from berth.vocab.alloc.plugin_names import NameLookup, lookup
 
 Description = tuple[Any, ...]  # ("pipe" | "or", member, ...) with members names or nested tuples
 MAX_DEPTH = 16
@@ -71,15 +71,22 @@ def check_names(raw: Any, where: str, custom: Collection[str] = (), depth: int =
             continue
         if not isinstance(member, str) or not member:
             continue
-        found = lookup(member, custom)
-        if found.refused:
-            problems.append(
-                f"{where}[{i}]: algorithm {show(member)} has no meaning on Kubernetes: {found.refused}"
-            )
-        elif found.unknown:
-            hint = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
-            problems.append(f"{where}[{i}]: unknown algorithm {show(member)}{hint}")
+        problem = algorithm_problem(member, lookup(member, custom))
+        if problem is not None:
+            problems.append(f"{where}[{i}]: {problem}")
     return problems
+
+
+def algorithm_problem(name: str, found: NameLookup) -> str | None:
+    """Why a chain cannot name `name` (`found` is its lookup), in the words of a problem after its
+    path: one with no meaning on Kubernetes with the reason, an unknown one with the closest known
+    name; None when berth runs it. The configuration's checks and the chain builder both say it so."""
+    if found.refused:
+        return f"algorithm {show(name)} has no meaning on Kubernetes: {found.refused}"
+    if found.unknown:
+        hint = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
+        return f"unknown algorithm {show(name)}{hint}"
+    return None
 
 
 def names_in(description: Description) -> list[str]:
