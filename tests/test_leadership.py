@@ -107,3 +107,5 @@ def test_the_fence_pod_is_named_namespace_slash_name_and_goes_with_the_lease(cap
     assert "--fence-pod goes with --follow-lease" in capsys.readouterr().err
     assert main(["serve", "--follow-lease", "berth-system/berth-scheduler", "--fence-pod", "pod-0"]) == 2
     assert "--fence-pod should be NAMESPACE/NAME, found 'pod-0'" in capsys.readouterr().err
+    assert main(["serve", "--follow-lease", "berth-scheduler/"]) == 2
+    assert "--follow-lease should be NAMESPACE/NAME, found 'berth-scheduler/'" in capsys.readouterr().err

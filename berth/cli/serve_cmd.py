@@ -124,18 +124,8 @@ def complete(args: argparse.Namespace) -> ServeOptions:
     from berth.extender.sample import parse_profiles
     from berth.extender.serve import MetricsPort, ServeOptions
 
-    lease = None
-    if args.follow_lease is not None:
-        namespace, _, name = args.follow_lease.partition("/")
-        if not namespace or not name:
-            raise BerthError(f"--follow-lease should be NAMESPACE/NAME, found {args.follow_lease!r}")
-        lease = (namespace, name)
-    fence_pod = None
-    if args.fence_pod is not None:
-        namespace, _, name = args.fence_pod.partition("/")
-        if not namespace or not name:
-            raise BerthError(f"--fence-pod should be NAMESPACE/NAME, found {args.fence_pod!r}")
-        fence_pod = (namespace, name)
+    lease = _namespaced("--follow-lease", args.follow_lease)
+    fence_pod = _namespaced("--fence-pod", args.fence_pod)
     config = allocator_config(args.config)
     try:
         kube_sample = parse_profiles(args.kube_sample)
@@ -166,6 +156,16 @@ def complete(args: argparse.Namespace) -> ServeOptions:
         kube_sample=kube_sample,
     )
     return options
+
+
+def _namespaced(flag: str, value: str | None) -> tuple[str, str] | None:
+    """A flag's NAMESPACE/NAME as (namespace, name); None when it is not given."""
+    if value is None:
+        return None
+    namespace, _, name = value.partition("/")
+    if not namespace or not name:
+        raise BerthError(f"{flag} should be NAMESPACE/NAME, found {value!r}")
+    return namespace, name
 
 
 def _placement_events(value: str) -> tuple[str, ...]:
