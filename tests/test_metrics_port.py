@@ -123,6 +123,18 @@ def test_without_authorisation_a_local_run_serves_metrics_to_anyone():
     assert _port_app(NoAuth()).get("/metrics").status_code == 200
 
 
+def test_delegated_authorisation_over_a_snapshot_is_refused_before_anything_starts(capsys):
+    from berth.cli import main
+
+    cluster = str(ROOT / "examples/cluster.yaml")
+    assert main(["serve", "--cluster", cluster, "--metrics-port", "10259"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "berth: --metrics-auth delegated asks the API server who may scrape: with --cluster, use none\n"
+    )
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
 def test_the_verbs_listen_on_a_loopback_address(host):
     assert loopback(host) == host

@@ -169,8 +169,7 @@ class _Beside(uvicorn.Server):
 
 def _metrics_server(front: Any, metrics: MetricsPort, client: KubeClient | None, log_level: str) -> _Beside:
     if metrics.auth == "delegated":
-        if client is None:
-            raise BerthError("--metrics-auth delegated asks the API server: serve a live cluster or use none")
+        assert client is not None  # ServeOptions.validate refuses delegated auth over a --cluster file
         auth: Any = DelegatedAuth(client)
     else:
         auth = NoAuth()
