@@ -157,6 +157,18 @@ PACKAGES = config(packages={"small": {"max_physical_memory": 512, "traits": {"ss
         ),
         pytest.param(
             "berth.dev/image",
+            '{"traits": ["ssd"]}',
+            "traits should be a JSON object, not a list",
+            id="image traits that are no object",
+        ),
+        pytest.param(
+            "berth.dev/image",
+            '{"traits": {"ssd": 1}}',
+            'traits: trait "ssd" should be a boolean, a non-empty string or a list of strings, not a number',
+            id="an image trait of a type traits do not take",
+        ),
+        pytest.param(
+            "berth.dev/image",
             '{"image_size": -1}',
             "image_size should be a whole number of MiB, found -1",
             id="a negative image size",

@@ -26,9 +26,10 @@ TraitValue = bool | str | tuple[str, ...]
 
 
 def trait_problems(value: Any, where: str) -> list[str]:
-    """What is wrong with a traits object ({name: boolean | string | [string, ...]})."""
+    """What is wrong with a traits object ({name: boolean | string | [string, ...]}), each problem after
+    `where`, the path of the object (`traits`, `packages.small.traits`)."""
     if not isinstance(value, dict):
-        return [f"{where}: traits should be a JSON object, not {json_type(value)}"]
+        return [f"{where} should be a JSON object, not {json_type(value)}"]
     if len(value) > MAX_TRAITS:
         return [f"{where}: at most {MAX_TRAITS} traits are allowed, found {len(value)}"]
     problems = []
