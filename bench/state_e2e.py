@@ -16,7 +16,9 @@ first is ready). Then 1000 new pods under ONE_PER_HOST in a namespace of their o
 creation to the last binding, and how many nodes hold more than one of them (0 when every pod went where
 the policy allows). Last, the failover: the leading kube-scheduler and its berth killed and a pod created
 at once, the seconds until the standby bound it (the Lease's expiry, 6 s in e2e/stack.py against the
-chart's 15, then the standby's catch-up, then the placement) and the catch-up's own seconds.
+chart's 15, then the standby's catch-up, then the placement) and the catch-up's own seconds; then back,
+to a berth serve started again without a fence pod, which lists the cluster on taking over (the time of
+a relist at this size).
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ HEADERS = [
     "nodes with two",
     "failover s",
     "caught up s",
+    "failover listing s",
+    "listed s",
 ]
 BURST = "burst"
 MAX_PER_NODE = 64  # the most MAX_N_PER_HOST allows
@@ -228,14 +232,22 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
         twice = len({n for n in on_nodes if on_nodes.count(n) > 1})
         _, serve_peak = memory_mib(stack.extender.proc.pid)
         _, operator_peak = memory_mib(stack.operator.proc.pid)
-        failover, caught_up = fail_over(cp, stack, standby, timeout)
+        failover, caught_up = fail_over(cp, (f"{name}-a", stack), standby, "after-failover", timeout)
+        # Back to sched-a, its berth now without a fence pod: it lists the cluster again on taking over.
+        listing = Stack(cp, replica="sched-a", fence=False)
+        listing.extender.start()
+        wait("sched-a's berth serve ready again", lambda: listing.ready_status() == 200, timeout)
+        cp.start_scheduler(listing.scheduler_config(), name=f"{name}-a2", hostname="sched-a")
+        time.sleep(2)  # its scheduler waiting for the Lease
+        failback, listed = fail_over(cp, (f"{name}-b", standby), listing, "after-failback", timeout)
         stack.stop()
         standby.stop()
+        listing.stop()
         print(
             f"[bench] state {nodes}/{pods}: kube-scheduler {kube_rss:.0f} MiB; berth serve ready in "
             f"{serve_ready:.1f} s, peak {serve_peak:.0f} MiB; operator peak {operator_peak:.0f} MiB; "
             f"{new} bound in {bound:.1f} s from their creation; failover {failover:.1f} s "
-            f"(caught up in {caught_up:.2f} s)",
+            f"(caught up in {caught_up:.2f} s), without a fence {failback:.1f} s (listed in {listed:.1f} s)",
             file=sys.stderr,
             flush=True,
         )
@@ -254,6 +266,8 @@ def run(nodes: int, pods: int, new: int, timeout: float = 1800) -> list[Any]:
             twice,
             failover,
             caught_up,
+            failback,
+            listed,
         ]
 
 
@@ -262,31 +276,36 @@ def _holder(cp: ControlPlane) -> str:
     return (lease.get("spec") or {}).get("holderIdentity") or ""
 
 
-def fail_over(cp: ControlPlane, leader: Stack, standby: Stack, timeout: float) -> tuple[float, float]:
-    """The leading kube-scheduler and its berth killed (SIGKILL) and a pod created at once: the seconds
-    until the standby's berth-scheduler bound it (the Lease's expiry, the standby's catch-up and the
-    placement), and the seconds of the catch-up alone (from the standby's log)."""
-    cp.kill(f"{leader.scheduler_name}-a")
-    leader.extender.kill()
+def fail_over(
+    cp: ControlPlane, leader: tuple[str, Stack], standby: Stack, pod: str, timeout: float
+) -> tuple[float, float]:
+    """The leading kube-scheduler and its berth (`leader`: the scheduler's process name, its stack)
+    killed (SIGKILL) and a pod created at once: the seconds until the standby's berth-scheduler bound it
+    (the Lease's expiry, the standby's catch-up and the placement), and the seconds of the catch-up
+    alone, by its fence or by a list, from the standby's log."""
+    scheduler, stack = leader
+    cp.kill(scheduler)
+    stack.extender.kill()
     began = time.monotonic()
     after = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "after-failover", "labels": {"app.kubernetes.io/name": BURST}},
+        "metadata": {"name": pod, "labels": {"app.kubernetes.io/name": BURST}},
         "spec": {
-            "schedulerName": leader.scheduler_name,
+            "schedulerName": stack.scheduler_name,
             "containers": [{"name": "main", "image": "registry.example/app:1.0"}],
         },
     }
     cp.kubectl("apply", "-n", BURST, "-f", "-", input=json.dumps(after))
 
     def bound() -> bool:
-        pod = cp.kubectl_json("get", "pod", "after-failover", "-n", BURST, check=False)
-        return bool((pod.get("spec") or {}).get("nodeName"))
+        found = cp.kubectl_json("get", "pod", pod, "-n", BURST, check=False)
+        return bool((found.get("spec") or {}).get("nodeName"))
 
-    wait("the standby bound a pod", bound, timeout, 0.2)
+    wait(f"the standby bound {pod}", bound, timeout, 0.2)
     failover = time.monotonic() - began  # from the kill
-    found = re.findall(r"caught up with the watch in ([0-9.]+) s", standby.extender.log.read_text())
+    log = standby.extender.log.read_text()
+    found = re.findall(r"(?:caught up with the watch|listed nodes and pods again) in ([0-9.]+) s", log)
     return failover, float(found[-1]) if found else float("nan")
 
 

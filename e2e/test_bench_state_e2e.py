@@ -17,3 +17,5 @@ def test_the_state_benchmark_starts_berth_on_a_filled_cluster_and_binds_the_burs
     assert 0 < row["operator webhooks s"] <= row["operator counted s"], row
     # the standby took over from a killed leader by its fence, and bound a pod after the Lease lapsed
     assert row["caught up s"] < row["failover s"] < 60, row
+    # and back to a replica without a fence pod, which listed the cluster again on taking over
+    assert 0 < row["listed s"] < row["failover listing s"] < 60, row

@@ -371,7 +371,9 @@ class LiveCluster:
                     "caught up with the watch in %.2f s (fence on its own pod)", time.monotonic() - began
                 )
                 return
+        began = time.monotonic()
         await self.relist()
+        log.info("listed nodes and pods again in %.2f s", time.monotonic() - began)
 
     async def _await_fence(self, pod: tuple[str, str]) -> None:
         namespace, name = pod
