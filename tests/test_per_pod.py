@@ -44,8 +44,7 @@ async def _stack(api: FakeApi) -> tuple[LiveCluster, Placer, Feed, list]:
     ]
     feed = Feed()
     api.watches["/api/v1/pods"] = [feed, "hang"]
-    states = PodStates()
-    live = await _cache(api, pod_states=states)
+    live = await _cache(api)
     written: list = []
 
     async def write(*args) -> None:
@@ -57,9 +56,9 @@ async def _stack(api: FakeApi) -> tuple[LiveCluster, Placer, Feed, list]:
         with_kube=default_pipeline(kube_filters=True),
         writes=Writes(bind=write, record=write, nominate=write, retry=write),
         kube_sample={PROFILE: 0},
-        pod_states=states,
     )
     placer = app.state.placer
+    assert placer.pod_states is live.pod_states  # the watch empties the maps the placer fills
     live.add_handler(placer)
     await live.start()
     await _until(live.ready)

@@ -101,7 +101,8 @@ class Placer:
         preemption). `kube_sample`: kube-scheduler's percentageOfNodesToScore per profile (berth serve
         --kube-sample). `leadership`: berth serve --follow-lease (berth.cluster.leadership), None when
         every call is answered. `pod_states`: the maker of every per-pod map, shared with the watch that
-        empties them (a new one when none is given)."""
+        empties them (by default the live cluster's own, so that its watch empties them; a new one over
+        a snapshot)."""
         self.cluster = cluster
         self.rules = rules
         self.with_kube = with_kube
@@ -109,7 +110,11 @@ class Placer:
         self.observers = observers
         self.leadership = leadership
         self.kube_sample = dict(kube_sample or {})
-        self.pod_states = pod_states if pod_states is not None else PodStates()
+        if pod_states is None:
+            pod_states = getattr(cluster, "pod_states", None)
+        if pod_states is None:
+            pod_states = PodStates()
+        self.pod_states = pod_states
         states = self.pod_states
         self.background: set[asyncio.Task] = set()  # work under way in the background
         self._after: list[Callable[[], None]] = []  # what bookkeep() does once the answer is sent

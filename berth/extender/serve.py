@@ -24,7 +24,6 @@ from berth.cluster.kubeapi import Credentials, KubeClient, load_credentials
 from berth.cluster.leadership import Leadership
 from berth.cluster.live import RESERVATION_SECONDS, LiveCluster
 from berth.cluster.model import Pod
-from berth.cluster.per_pod import PodStates
 from berth.cluster.snapshot import load_snapshot
 from berth.cluster.view import ClusterView
 from berth.engine import Event, Pipeline
@@ -285,11 +284,9 @@ def build(options: ServeOptions, creds: Credentials | None) -> Extender:
         return Extender(app, None, None, None)
     assert creds is not None
     client = KubeClient(creds)
-    states = PodStates()
     live = LiveCluster(
         client,
         reservation_seconds=options.reservation_seconds,
-        pod_states=states,
         fence_pod=options.fence_pod,
     )
     leadership = None
@@ -309,7 +306,6 @@ def build(options: ServeOptions, creds: Credentials | None) -> Extender:
         writes=writes,
         leadership=leadership,
         kube_sample=options.kube_sample,
-        pod_states=states,
         **common,
     )
     live.add_handler(app.state.placer)
