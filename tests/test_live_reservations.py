@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from berth.cluster.convert import pod_from_k8s
+from berth.cluster import live
 from berth.cluster.live import LiveCluster
 from tests.builders import node, pod
 from tests.test_live_cache import FakeApi, Feed, _cache, _until, _with_rv
@@ -248,6 +249,22 @@ def test_a_bind_answer_that_arrives_after_the_pod_was_deleted_adds_no_ghost():
         cache.reserve(p, "n1")
         assert cache.view.pod("default/p") is None
         assert _web_on(cache, "n1") == 0
+        await cache.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_uids_of_deleted_pods_are_let_go_once_no_bind_answer_can_still_come(monkeypatch):
+    monkeypatch.setattr(live, "GONE_SECONDS", LONG)
+
+    async def scenario():
+        api = FakeApi()
+        cache, feed = await _started(api, [_pending(9)])
+        feed.send("DELETED", _pending(10))
+        await _until(lambda: cache.view.pod("default/p") is None)
+        assert cache.remembered_gone() == 1
+        # No more deletions: the cache's own rounds let the uid go, it does not wait for the next one.
+        await _until(lambda: cache.remembered_gone() == 0, timeout=LONG * 10)
         await cache.stop()
 
     asyncio.run(scenario())

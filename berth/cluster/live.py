@@ -50,6 +50,9 @@ RETRY_SECONDS = 2.0
 # server (every VERIFY_EVERY_SECONDS), and undone only when the API server says the pod is not bound.
 RESERVATION_SECONDS = 30.0
 VERIFY_EVERY_SECONDS = 5.0
+# The uids of pods the watch showed deleted, kept this long (a bind's answer comes back within
+# kube-scheduler's timeout of the call, 30 s by default) and at most this many.
+GONE_SECONDS = 120.0
 GONE_REMEMBERED = 10_000
 # How long berth waits for the pod watch to show its fence (catch_up) before it lists again instead.
 CATCH_UP_SECONDS = 10.0
@@ -249,8 +252,9 @@ class LiveCluster:
         self.verify_every = verify_every
         # pod uid -> reservation: placed by berth, not yet seen bound by the watch
         self._reserved: dict[str, Reservation] = {}
-        # uids the watch showed deleted lately: a bind answer arriving after the deletion adds no ghost
-        self._gone: OrderedDict[str, None] = OrderedDict()
+        # uids the watch showed deleted lately, with when: a bind answer arriving after the deletion
+        # adds no ghost
+        self._gone: OrderedDict[str, float] = OrderedDict()
         self.fence_pod = fence_pod
         self.catch_up_seconds = catch_up_seconds
         # The fence being waited for: (its pod's key, its token, what is set when the watch shows it).
@@ -462,9 +466,9 @@ class LiveCluster:
         uid = meta.get("uid")
         if uid:
             self._reserved.pop(uid, None)
-            self._gone[uid] = None
-            while len(self._gone) > GONE_REMEMBERED:
-                self._gone.popitem(last=False)
+            self._gone[uid] = time.monotonic()
+            self._gone.move_to_end(uid)
+            self.let_go_of_gone()
         key = meta_key(obj)
         self.pod_states.forget(uid or "", key)
         if uid:
@@ -482,6 +486,16 @@ class LiveCluster:
             self.pod_states.forget(pod.uid, key)
             forget_pod(pod.uid)
             self.view.remove_pod(key)
+
+    def remembered_gone(self) -> int:
+        """How many uids of deleted pods the cache still keeps."""
+        return len(self._gone)
+
+    def let_go_of_gone(self) -> None:
+        """Forget the uids of pods deleted more than GONE_SECONDS ago (or beyond GONE_REMEMBERED)."""
+        gone, since = self._gone, time.monotonic() - GONE_SECONDS
+        while gone and (len(gone) > GONE_REMEMBERED or next(iter(gone.values())) < since):
+            gone.popitem(last=False)
 
     # -- berth's own placements ---------------------------------------------------------------
     def reserve(self, pod: Pod, node: str) -> None:
@@ -518,6 +532,7 @@ class LiveCluster:
     async def _verify_loop(self) -> None:
         while True:
             await asyncio.sleep(self.verify_every)
+            self.let_go_of_gone()
             try:
                 await self.verify_reservations()
             except asyncio.CancelledError:
