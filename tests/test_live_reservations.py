@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from berth.cluster.convert import pod_from_k8s
 from berth.cluster import live
+from berth.cluster.convert import pod_from_k8s
 from berth.cluster.live import LiveCluster
 from tests.builders import node, pod
 from tests.test_live_cache import FakeApi, Feed, _cache, _until, _with_rv
