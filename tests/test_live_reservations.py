@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
+
 from berth.cluster import live
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.live import LiveCluster
@@ -106,7 +108,8 @@ def test_the_bind_and_the_watch_confirming_a_reservation_leave_the_node_as_the_d
         feed.send("MODIFIED", _pending(10, "n1"))
         await _until(lambda: cache.reservations() == 0)
         assert cache.view.state("n1").generation == generation
-        assert cache.view.pod("default/p") is held
+        # The same record, at the resourceVersion the watch showed (a relist then passes over it).
+        assert cache.view.pod("default/p") == msgspec.structs.replace(held, version="10")
         relabelled = _pending(11, "n1")
         relabelled["metadata"]["labels"] = {"tier": "gold"}
         feed.send("MODIFIED", relabelled)

@@ -722,10 +722,10 @@ def pod_from_k8s(
         start_time=status.get("startTime") or "",
         creation=meta.get("creationTimestamp", "") or "",
         record=placement if record else "",
+        version=version if type(version := meta.get("resourceVersion")) is str else "",
         **fields,
     )
-    version = meta.get("resourceVersion")
-    if keyed and not pod.node_name and type(version) is str and version:
+    if keyed and not pod.node_name and version:
         VERSION_MEMO.put(uid, version, pod, placement)
     return pod
 

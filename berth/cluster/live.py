@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import msgspec
 
 from berth import annotations as ann
+from berth.cluster import collection
 from berth.cluster.convert import forget_pod, node_from_k8s, pod_from_k8s
 from berth.cluster.events import FENCE_CONDITION, fence_patch
 from berth.cluster.kubeapi import OPENED, ApiError, Credentials, KubeClient
@@ -102,6 +103,9 @@ class Watched:
     # Not needed to place pods by berth's rules: without the right to read it (403), berth serves
     # without it (kube's default spreading and pod affinity then miss what it holds), and says so.
     forbidden_ok: bool = False
+    # The cache holds this object (its key, the object) at this resourceVersion already: a relist
+    # passes over it without converting it again.
+    held: Callable[[str, dict[str, Any]], bool] | None = None
 
 
 class Touched(Protocol):
@@ -174,14 +178,18 @@ class Reflector:
         # never held whole side by side (a relist after 410 Gone included).
         seen: set[str] = set()
         rv = ""
-        async for items, version in self.client.pages(self.kind.path, self.kind.params):
-            for at, obj in enumerate(items, 1):
-                seen.add(self.kind.key_of(obj))
-                self.kind.apply(obj)
-                if at % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)  # the next page's request and the probes go on meanwhile
-            rv = version
-            del items
+        with collection.held_off():
+            async for items, version in self.client.pages(self.kind.path, self.kind.params):
+                held = self.kind.held
+                for at, obj in enumerate(items, 1):
+                    key = self.kind.key_of(obj)
+                    seen.add(key)
+                    if held is None or not held(key, obj):
+                        self.kind.apply(obj)
+                    if at % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)  # the next page's request and the probes go on meanwhile
+                rv = version
+                del items
         for gone in self.kind.keys() - seen:
             self.kind.forget(gone)
         self.resource_version = rv
@@ -280,6 +288,7 @@ class LiveCluster:
                 keys=lambda: {p.key for p in self.view.pods()},
                 key_of=meta_key,
                 forget=self._forget_pod,
+                held=self._holds_pod,
             ),
         ]
         self.kinds.append(
@@ -334,8 +343,10 @@ class LiveCluster:
 
     async def _after_sync(self) -> None:
         await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
-        # The cache's objects are long-lived: keep them out of every later collection.
-        gc.collect()
+        # The cache's objects are long-lived: keep them out of every later collection (the end of
+        # the last list collected what it left, berth.cluster.collection).
+        if collection.holding():
+            gc.collect()
         gc.freeze()
         log.info("cache synced: %d nodes, %d pods", len(self.view), sum(1 for _ in self.view.pods()))
 
@@ -454,6 +465,15 @@ class LiveCluster:
         if held is not None and held.node_name and not held.terminal:
             for handler in self._handlers:
                 handler.pod_left(held)
+
+    def _holds_pod(self, key: str, obj: dict[str, Any]) -> bool:
+        """The view holds this pod as stored at this resourceVersion (a relist's pod unchanged since
+        the watch showed it: converting it again would give the record the view holds)."""
+        pod = self.view.pod(key)
+        if pod is None or not pod.version:
+            return False
+        meta = obj.get("metadata") or {}
+        return pod.version == meta.get("resourceVersion") and pod.uid == meta.get("uid")
 
     def _delete_pod(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

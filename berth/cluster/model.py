@@ -155,6 +155,9 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     creation: str = ""
     # The berth.dev/placement record berth wrote at binding (not kept by the extender's live cache).
     record: str = ""
+    # metadata.resourceVersion of the object it was converted from: the same uid at the same version is
+    # the same object, so a relist converts again only the pods whose version moved.
+    version: str = ""
 
     @property
     def key(self) -> str:

@@ -101,10 +101,12 @@ class NodeState:
 
 
 def _status_only(held: Pod, pod: Pod) -> bool:
-    """`pod` is `held` but for its phase (neither terminal) and start time."""
+    """`pod` is `held` but for its phase (neither terminal), start time and resourceVersion."""
     if pod.terminal or held.terminal or pod.node_name != held.node_name:
         return False
-    return held == msgspec.structs.replace(pod, phase=held.phase, start_time=held.start_time)
+    return held == msgspec.structs.replace(
+        pod, phase=held.phase, start_time=held.start_time, version=held.version
+    )
 
 
 # A uid prefix names a pod only from this many characters on (a short Docker-style id is 12).
@@ -791,6 +793,9 @@ class ClusterView:
         if held is not None:
             if held == pod:
                 return
+            if held.version != pod.version and held == msgspec.structs.replace(pod, version=held.version):
+                self._new_version(held, pod, key)
+                return
             state = self._nodes.get(held.node_name) if held.node_name else None
             if state is not None and state.pods.get(key) is held and _status_only(held, pod):
                 self._replace_on_node(state, pod, key)
@@ -824,6 +829,19 @@ class ClusterView:
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
         elif pod.nominated_node:
             self._nominated.setdefault(pod.nominated_node, {})[key] = pod
+
+    def _new_version(self, held: Pod, pod: Pod, key: str) -> None:
+        """The same record at a later resourceVersion (what changed is nothing berth reads, a
+        condition or an IP): it takes the old one's places and nothing counts as changed."""
+        self._pods[key] = pod
+        self._by_namespace[pod.namespace][key] = pod
+        if held.node_name:
+            state = self._nodes.get(held.node_name)
+            places = state.pods if state is not None else self._orphans.get(held.node_name)
+        else:
+            places = self._nominated.get(held.nominated_node) if held.nominated_node else None
+        if places is not None and places.get(key) is held:
+            places[key] = pod
 
     def _replace_on_node(self, state: NodeState, pod: Pod, key: str) -> None:
         """A pod on a node whose new record differs only in what no index or count reads (its
