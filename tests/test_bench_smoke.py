@@ -352,4 +352,5 @@ def test_the_state_benchmark_lists_every_object_and_says_what_it_cost(tmp_path):
     (row,) = _tables(out)["The live cache listing a cluster, in process"]
     assert row["nodes"] == "40" and row["pods"] == "1200"
     assert _number(row["ready (s)"]) > 0 and _number(row["JSON listed (MiB)"]) > 0
+    assert _number(row["listed again (s)"]) > 0
     assert _number(row["RSS before (MiB)"]) <= _number(row["after"]) <= _number(row["peak"])

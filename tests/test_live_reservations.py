@@ -17,7 +17,7 @@ from berth.cluster import live
 from berth.cluster.convert import pod_from_k8s
 from berth.cluster.live import LiveCluster
 from tests.builders import node, pod
-from tests.test_live_cache import FakeApi, Feed, _cache, _until, _with_rv
+from tests.test_live_cache import FakeApi, Feed, _cache, _until, _with_rv, is_list
 
 RESERVE = 0.03  # seconds
 LONG = 0.4  # many reservation times, many verification rounds
@@ -148,7 +148,7 @@ def test_a_relist_between_the_bind_and_the_watch_event_keeps_the_reservation_unt
 
 
 def _lists(api: FakeApi) -> int:
-    return sum(1 for path, q in api.requests if path == "/api/v1/pods" and "watch" not in q)
+    return sum(1 for path, q in api.requests if path == "/api/v1/pods" and is_list(q))
 
 
 def test_a_relist_that_shows_the_binding_confirms_it_and_it_stays_after_the_reservation_time():

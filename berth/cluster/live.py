@@ -1,8 +1,11 @@
 """The live cluster cache: list and watch Nodes, Pods and PlacementPolicies into one ClusterView.
 
-Each kind has a reflector that lists page by page, then watches from the list's resourceVersion with
-bookmarks, resumes from the last resourceVersion it saw when the stream ends, and relists (diffing
-against the view, so deletions in the gap are not lost) when the server answers 410 Gone. Everything
+Each kind has a reflector that lists, then watches from the list's resourceVersion with bookmarks,
+resumes from the last resourceVersion it saw when the stream ends, and relists (diffing against the
+view, so deletions in the gap are not lost) when the server answers 410 Gone. A list is read as a
+watch that sends the current objects first and then a bookmark (Kubernetes' streaming list, KEP-3157:
+served from the API server's watch cache, no page of it made for berth), or page by page from a server
+that does not take that form. Everything
 runs in one event loop with the extender, so a decision always sees one consistent view.
 
 When its scheduler takes the Lease (berth serve --follow-lease), the view must hold every placement the
@@ -58,6 +61,8 @@ GONE_REMEMBERED = 10_000
 # How long berth waits for the pod watch to show its fence (catch_up) before it lists again instead.
 CATCH_UP_SECONDS = 10.0
 YIELD_EVERY = 100  # objects of a list page taken in between two turns of the event loop
+# What a streaming list's bookmark carries once every object of the list has been sent.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 # (kind, name, list path): the objects whose selectors and labels kube-scheduler's default spreading
@@ -130,6 +135,7 @@ class Reflector:
         self.resource_version = ""
         self.relists = 0
         self.forbidden = False  # the last list was refused (403) for a kind berth can do without
+        self.streams = True  # lists are read as a stream of the current objects (until refused once)
 
     async def run(self) -> None:
         while True:
@@ -174,8 +180,67 @@ class Reflector:
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _relist(self) -> None:
-        # Each page is taken into the view as it arrives and let go: the decoded list and the view are
-        # never held whole side by side (a relist after 410 Gone included).
+        # Each object is taken into the view as it arrives and let go: the decoded list and the view
+        # are never held whole side by side (a relist after 410 Gone included).
+        if self.streams:
+            try:
+                await self._list_streamed()
+                return
+            except ApiError as exc:
+                if exc.status not in (400, 422):  # anything but "this server takes no streaming list"
+                    raise
+                self.streams = False
+                log.info(
+                    "%s: the API server does not send a list as a watch (%s); listing page by page",
+                    self.kind.name,
+                    exc.message,
+                )
+        await self._list_paged()
+
+    async def _list_streamed(self) -> None:
+        """The list as a watch that sends every current object, then a bookmark marked as their end
+        (sendInitialEvents, resourceVersionMatch=NotOlderThan: at least as new as a quorum read)."""
+        params = {
+            **self.kind.params,
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+        }
+        seen: set[str] = set()
+        held, key_of = self.kind.held, self.kind.key_of
+        at = 0
+        with collection.held_off():
+            events = self.client.watch(
+                self.kind.path, params, idle=WATCH_IDLE_SECONDS + WATCH_TIMEOUT_SECONDS
+            )
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind in ("ADDED", "MODIFIED"):
+                        key = key_of(obj)
+                        seen.add(key)
+                        if held is None or not held(key, obj):
+                            self.kind.apply(obj)
+                        at += 1
+                        if at % YIELD_EVERY == 0:
+                            await asyncio.sleep(0)  # the probes and the extender's calls go on meanwhile
+                    elif kind == "DELETED":
+                        seen.discard(key_of(obj))
+                        self.kind.delete(obj)
+                    elif kind == "BOOKMARK":
+                        meta = obj.get("metadata") or {}
+                        if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                            self._listed(seen, str(meta.get("resourceVersion") or ""))
+                            return
+                    elif kind == "ERROR":
+                        raise ApiError(
+                            obj.get("message", "watch error"),
+                            status=obj.get("code", 500),
+                            reason=obj.get("reason", ""),
+                        )
+        raise ApiError(f"{self.kind.name}: the list's stream ended before its last object", status=0)
+
+    async def _list_paged(self) -> None:
         seen: set[str] = set()
         rv = ""
         with collection.held_off():
@@ -190,6 +255,10 @@ class Reflector:
                         await asyncio.sleep(0)  # the next page's request and the probes go on meanwhile
                 rv = version
                 del items
+        self._listed(seen, rv)
+
+    def _listed(self, seen: set[str], rv: str) -> None:
+        """A list read whole: what the view holds that it did not list is gone; watch from `rv`."""
         for gone in self.kind.keys() - seen:
             self.kind.forget(gone)
         self.resource_version = rv
