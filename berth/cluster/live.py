@@ -13,8 +13,8 @@ scheduler that led before made. The view is warm (the watches ran all along), so
 the cluster again: it writes a condition on its own pod (`--fence-pod`) and waits for the pod watch to
 show it. A watch shows one resource's changes in the order they were stored, so once the fence comes
 back every binding stored before it has been applied. Without a fence pod, or when the fence does not
-come back within CATCH_UP_SECONDS, it lists nodes and pods again (at 150,000 pods about as long as a
-start).
+come back within CATCH_UP_SECONDS, it lists nodes and pods again, converting only the pods whose
+resourceVersion moved since the watch showed them.
 """
 
 from __future__ import annotations
