@@ -16,7 +16,10 @@ each timed until its answer is handed over to be written (what kube-scheduler's 
 Each phase places `pods` pods: warm (one call after another), then cold (a buffer larger than the
 last-level cache read before each call). The cold figures are within about 10 % of the control
 plane's (bench/RESULTS.md), so they are what a change to the plain shape should move, in a minute
-instead of ten. With --steps, the cold filter's time by step of the chain. With --watch, the pod's
+instead of ten. Each cold call is answered a second time, as cold, by the floor in process (an
+extender in Python that decodes the call and answers the first node, as bench/floor does in Go): how
+fast this machine's caches are refilled moves both alike (the same commit's cold filter measured 1.44
+and 1.9 ms on two days), so berth / floor is the figure to compare across machines. With --steps, the cold filter's time by step of the chain. With --watch, the pod's
 three watch events as well (created, bound with the placement record, started by its kubelet), each
 a line of the watch decoded and applied to `berth serve`'s live cluster as the API server would store
 the pod: the rest of what every pod costs `berth serve` (the control plane keeps both cores busy, so
@@ -42,6 +45,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -53,6 +57,7 @@ from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.configure import build_pipeline
 from berth.engine import Step, chain
+from berth.extender import wire
 from berth.extender.app import build_extender
 from berth.extender.placer import Placer, Writes
 from berth.extender.sample import feasible_nodes_to_find
@@ -74,6 +79,7 @@ INTERLEAVED = 0.21
 HEADERS = ["shape", "nodes", "running", "names a call", "pods", "verb", "warm p50 ms", "warm p99 ms"]
 HEADERS += ["cold p50 ms", "cold p99 ms", "cold / warm p50"]
 STEP_HEADERS = ["step", "cold us a filter (mean)", "share"]
+FLOOR_HEADERS = ["shape", "verb", "floor cold p50 ms", "floor cold p99 ms", "berth cold p50 ms", "berth / floor"]
 
 
 def world(nodes: int, existing: int, rule: str = "none", services: bool = False) -> ClusterView:
@@ -240,8 +246,9 @@ class Evictor:
 
 def run(
     nodes: int, existing: int, pods: int, shape: str = "plain", watch: bool = False
-) -> tuple[list[list[Any]], Counter[str], list[int]]:
-    """The table's rows, the cold filters' time by step, and each cold filter's nanoseconds."""
+) -> tuple[list[list[Any]], list[list[Any]], Counter[str], list[int]]:
+    """The table's rows, the floor's rows, the cold filters' time by step, and each cold filter's
+    nanoseconds."""
     rule = SHAPES[shape]
     view = world(nodes, existing, rule, services=shape in BEHIND_SERVICES)
     order = kube_order(view)
@@ -284,6 +291,11 @@ def run(
         reply = orjson.loads(answer)
         if status != 200 or reply.get("Error"):
             raise RuntimeError(f"{verb} of {pod}: {status} {answer[:300]!r}")
+        if phase == "cold":  # the floor answers the same call, as cold
+            evict()
+            began = time.perf_counter_ns()
+            floor_answer(verb, encoded)
+            times.setdefault((FLOOR, verb), []).append(time.perf_counter_ns() - began)
         return reply
 
     def event(verb: str, obj: dict[str, Any], phase: str) -> None:
@@ -333,6 +345,10 @@ def run(
         for phase in ("warm", "cold"):
             parts = [times[(phase, verb)] for verb in ("filter", SETTLED, "bind", CREATED, BOUND, STARTED)]
             times[(phase, WHOLE)] = [sum(each) for each in zip(*parts, strict=True)]
+    floors = []
+    for verb in ("filter", "bind"):
+        floor, cold = latency(times[(FLOOR, verb)]), latency(times[("cold", verb)])
+        floors.append([shape, verb, floor.p50, floor.p99, cold.p50, cold.p50 / floor.p50])
     rows = []
     for verb in ("filter", "bind", *((SETTLED, CREATED, BOUND, STARTED, WHOLE) if watch else ())):
         warm, cold = latency(times[("warm", verb)]), latency(times[("cold", verb)])
@@ -351,9 +367,28 @@ def run(
                 cold.p50 / warm.p50,
             ]
         )
-    return rows, spent, times[("cold", "filter")]
+    return rows, floors, spent, times[("cold", "filter")]
 
 
+_FLOOR_DECODERS = {
+    "filter": msgspec.json.Decoder(wire.ExtenderArgs),
+    "bind": msgspec.json.Decoder(wire.ExtenderBindingArgs),
+}
+
+
+def floor_answer(verb: str, body: bytes) -> bytes:
+    """The in-process floor: what an extender in Python that does no work of its own pays for a
+    call (bench/floor's in Go, with the caches as cold as berth's): the call decoded, filter
+    answered with the first node asked about, bind with no error (no Binding written)."""
+    args = _FLOOR_DECODERS[verb].decode(body)
+    if verb == "filter":
+        names = args.candidate_names()
+        return wire.ENCODER.encode(wire.ExtenderFilterResult(node_names=names[:1]))
+    return wire.ENCODER.encode(wire.ExtenderBindingResult())
+
+
+FLOOR = "floor"
+FLOOR_TITLE = "The floor in process: the same calls decoded and answered by an extender that does nothing, cold"
 CREATED, BOUND, STARTED = "watch: created", "watch: bound", "watch: started"
 SETTLED = "filter: after the answer"  # Placer.bookkeep: the reservation, the decision's summary
 WHOLE = "the pod, all of the above"
@@ -424,8 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.nodes < 1 or args.existing < 0 or args.pods < 1:
         parser.error("--nodes and --pods must be at least 1, --existing at least 0")
     began = time.perf_counter()
-    rows, spent, filters = run(args.nodes, args.existing, args.pods, args.shape, watch=args.watch)
+    rows, floors, spent, filters = run(args.nodes, args.existing, args.pods, args.shape, watch=args.watch)
     print(table("Kube's sample in process: a new pod, warm and cold", HEADERS, rows))
+    print(table(FLOOR_TITLE, FLOOR_HEADERS, floors))
     if args.steps:
         print(table("Where the cold filter's time goes", STEP_HEADERS, step_rows(spent, filters)))
     print(f"total {time.perf_counter() - began:.1f} s", file=sys.stderr)

@@ -260,7 +260,10 @@ def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the
     tmp_path, shape
 ):
     """bench.sampled: berth's filter and bind over kube's sample of a cluster built in process, each
-    pod placed (it stops otherwise), the cold phase's filter broken down into its parts."""
+    pod placed (it stops otherwise), the cold phase's filter broken down into its parts, and the same
+    calls answered by the floor in process."""
+    from bench import sampled
+
     out = _bench(
         ["bench.sampled", "--shape", shape, "--nodes", "300", "--existing", "600", "--pods", "20", "--steps"],
         tmp_path,
@@ -279,6 +282,13 @@ def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the
         )
         for phase in ("warm", "cold"):
             assert 0 < _number(row[f"{phase} p50 ms"]) <= _number(row[f"{phase} p99 ms"])
+    floors = {r["verb"]: r for r in tables[sampled.FLOOR_TITLE]}
+    assert set(floors) == {"filter", "bind"}
+    for verb, floor in floors.items():
+        # the floor answers the same calls, doing less than berth with each
+        assert 0 < _number(floor["floor cold p50 ms"]) <= _number(floor["floor cold p99 ms"])
+        assert _number(floor["berth cold p50 ms"]) == _number(rows[verb]["cold p50 ms"])
+        assert _number(floor["berth / floor"]) > 1
     parts = {r["step"]: r for r in tables["Where the cold filter's time goes"]}
     assert {"kube/default-score", "(the candidates made from the names)"} <= set(parts)
     if shape == "preferred":  # its pods are scored for their pod anti-affinity, and that is timed
