@@ -16,18 +16,18 @@ each timed until its answer is handed over to be written (what kube-scheduler's 
 Each phase places `pods` pods: warm (one call after another), then cold (a buffer larger than the
 last-level cache read before each call). The cold figures are within about 10 % of the control
 plane's (bench/RESULTS.md), so they are what a change to the plain shape should move, in a minute
-instead of ten. Each cold call is answered a second time, as cold, by the floor in process (an
-extender in Python that decodes the call and answers the first node, as bench/floor does in Go): how
-fast this machine's caches are refilled moves both alike (the same commit's cold filter measured 1.44
-and 1.9 ms on two days), so berth / floor is the figure to compare across machines. With --steps, the cold filter's time by step of the chain. With --watch, the pod's
-three watch events as well (created, bound with the placement record, started by its kubelet), each
-a line of the watch decoded and applied to `berth serve`'s live cluster as the API server would store
-the pod: the rest of what every pod costs `berth serve` (the control plane keeps both cores busy, so
-all of it counts, not only what kube-scheduler's cycle waits for). `--shape preferred` gives
-every pod, running and new, scheduler_perf's preferred pod anti-affinity to its group (the e2e
-benchmark's preferred shape, run there at 5000 nodes with 5000 running pods). `--shape service` is
-the plain shape with each group behind a Service, as a Deployment's replicas usually are: kube's
-system default spreading then applies to every pod.
+instead of ten. Each cold call is answered a second time, as cold, by the floor in process (an extender
+in Python that decodes the call and answers the first node, as bench/floor does in Go): how fast this
+machine's caches are refilled moves both alike (the same commit's cold filter measured 1.44 and 1.9 ms
+on two days), so berth / floor is the figure to compare across machines. With --steps, the cold filter's
+time by step of the chain. With --watch, the pod's three watch events as well (created, bound with the
+placement record, started by its kubelet), each a line of the watch decoded and applied to `berth
+serve`'s live cluster as the API server would store the pod: the rest of what every pod costs `berth
+serve` (the control plane keeps both cores busy, so all of it counts, not only what kube-scheduler's
+cycle waits for). `--shape preferred` gives every pod, running and new, scheduler_perf's preferred pod
+anti-affinity to its group (the e2e benchmark's preferred shape, run there at 5000 nodes with 5000
+running pods). `--shape service` is the plain shape with each group behind a Service, as a Deployment's
+replicas usually are: kube's system default spreading then applies to every pod.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ INTERLEAVED = 0.21
 HEADERS = ["shape", "nodes", "running", "names a call", "pods", "verb", "warm p50 ms", "warm p99 ms"]
 HEADERS += ["cold p50 ms", "cold p99 ms", "cold / warm p50"]
 STEP_HEADERS = ["step", "cold us a filter (mean)", "share"]
-FLOOR_HEADERS = ["shape", "verb", "floor cold p50 ms", "floor cold p99 ms", "berth cold p50 ms", "berth / floor"]
+FLOOR_HEADERS = ["shape", "verb", "floor cold p50 ms", "floor cold p99 ms", "berth cold p50 ms"]
+FLOOR_HEADERS += ["berth / floor"]
 
 
 def world(nodes: int, existing: int, rule: str = "none", services: bool = False) -> ClusterView:
@@ -388,7 +389,9 @@ def floor_answer(verb: str, body: bytes) -> bytes:
 
 
 FLOOR = "floor"
-FLOOR_TITLE = "The floor in process: the same calls decoded and answered by an extender that does nothing, cold"
+FLOOR_TITLE = (
+    "The floor in process: the same calls decoded and answered by an extender that does nothing, cold"
+)
 CREATED, BOUND, STARTED = "watch: created", "watch: bound", "watch: started"
 SETTLED = "filter: after the answer"  # Placer.bookkeep: the reservation, the decision's summary
 WHOLE = "the pod, all of the above"
