@@ -485,27 +485,62 @@ ANSWER_SECONDS = "berth_extender_request_seconds_"
 
 def answer_times(samples: dict[str, float]) -> dict[str, float]:
     """berth serve's time answering each verb so far and how many it answered, as
-    `answer:<verb>:sum` and `answer:<verb>:count`, from berth_extender_request_seconds's samples."""
+    `answer:<verb>:sum` and `answer:<verb>:count`, and its histogram as `answer:<verb>:le:<bound>`
+    (cumulative counts), from berth_extender_request_seconds's samples."""
     out = {}
     for name, value in samples.items():
         part, _, labels = name.removeprefix(ANSWER_SECONDS).partition("{")
-        pairs = (label.split("=", 1) for label in labels.rstrip("}").split(",") if "=" in label)
-        verb = dict(pairs).get("verb")
+        pairs = dict(
+            (k, v.strip('"'))
+            for k, v in (label.split("=", 1) for label in labels.rstrip("}").split(",") if "=" in label)
+        )
+        verb = pairs.get("verb")
         if part in ("sum", "count") and verb:
-            out[f"answer:{verb.strip(chr(34))}:{part}"] = value
+            out[f"answer:{verb}:{part}"] = value
+        elif part == "bucket" and verb and "le" in pairs:
+            out[f"answer:{verb}:le:{pairs['le']}"] = value
     return out
 
 
+def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """The q-quantile of a histogram's observations, as Prometheus' histogram_quantile reads it:
+    `buckets` are (upper bound, cumulative count) in order, the last +Inf; linear within the bucket
+    the rank falls in (from 0 for the first), the last finite bound when it falls in +Inf. None
+    without observations."""
+    total = buckets[-1][1] if buckets else 0
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (count - below) if count > below else 1.0)
+        lower, below = bound, count
+    return lower
+
+
 def answers(before: dict[str, float], after: dict[str, float]) -> str:
-    """How long berth serve took to answer filter and bind during the run, mean ms from the request
-    read to the answer made (berth_extender_request_seconds): the part of kube-scheduler's cycle
-    spent in berth's filter, on cores the other processes share."""
+    """How long berth serve took to answer filter and bind during the run, ms from the request read to
+    the answer made (berth_extender_request_seconds): the mean, and p50 and p99 read from the
+    histogram's buckets as histogram_quantile reads them. The part of kube-scheduler's cycle spent in
+    berth's filter, on cores the other processes share."""
     parts = []
     for verb in ("filter", "bind"):
         count = after.get(f"answer:{verb}:count", 0) - before.get(f"answer:{verb}:count", 0)
         if count:
             seconds = after.get(f"answer:{verb}:sum", 0) - before.get(f"answer:{verb}:sum", 0)
-            parts.append(f"{verb} {seconds / count * 1000:.2f}")
+            prefix = f"answer:{verb}:le:"
+            bounds = sorted((float(k.removeprefix(prefix)), k) for k in after if k.startswith(prefix))
+            buckets = [(bound, after[k] - before.get(k, 0)) for bound, k in bounds]
+            p50, p99 = quantile(0.5, buckets), quantile(0.99, buckets)
+            spread = (
+                f" (p50 {p50 * 1000:.2f}, p99 {p99 * 1000:.2f})"
+                if p50 is not None and p99 is not None
+                else ""
+            )
+            parts.append(f"{verb} {seconds / count * 1000:.2f}{spread}")
     return "berth answered (mean ms): " + (", ".join(parts) or "-")
 
 

@@ -349,10 +349,26 @@ def test_a_scale_run_says_how_long_berth_took_to_answer_filter_and_bind():
     metrics.latency.labels("filter").observe(0.5)
     before = counts()
     assert e2e.answers(before, counts()) == "berth answered (mean ms): -"
-    for seconds in (0.001, 0.003):
+    # 100 filters: 60 in (1, 1.5] ms, 39 in (1.5, 2], one of 0.4 s; the one before the run is not counted
+    for seconds in [0.0012] * 60 + [0.0018] * 39 + [0.4]:
         metrics.latency.labels("filter").observe(seconds)
     metrics.latency.labels("bind").observe(0.004)
-    assert e2e.answers(before, counts()) == "berth answered (mean ms): filter 2.00, bind 4.00"
+    # p50: the 50th of 100 falls 50/60 of the way through (1, 1.5]; p99: the 99th ends (1.5, 2]; the
+    # one bind at the top of (3, 4]
+    assert e2e.answers(before, counts()) == (
+        "berth answered (mean ms): filter 5.42 (p50 1.42, p99 2.00), bind 4.00 (p50 3.50, p99 3.99)"
+    )
+
+
+def test_a_quantile_is_read_from_buckets_as_histogram_quantile_reads_it():
+    from bench.e2e import quantile
+
+    inf = float("inf")
+    assert quantile(0.5, []) is None and quantile(0.5, [(1.0, 0), (inf, 0)]) is None
+    assert quantile(0.5, [(1.0, 4), (2.0, 8), (inf, 8)]) == 1.0  # the 4th ends the first bucket
+    assert quantile(0.75, [(1.0, 4), (2.0, 8), (inf, 8)]) == 1.5  # halfway through the second
+    assert quantile(0.25, [(1.0, 4), (2.0, 8), (inf, 8)]) == 0.5  # the first from 0
+    assert quantile(0.99, [(1.0, 4), (2.0, 8), (inf, 10)]) == 2.0  # past the last bound: that bound
 
 
 def test_the_state_benchmark_lists_every_object_and_says_what_it_cost(tmp_path):
