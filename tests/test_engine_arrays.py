@@ -349,6 +349,46 @@ def test_a_node_column_keeps_its_extremes_and_array_true_through_changes(changes
     assert touched <= set(column.changed_since(version)) | {""}
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["lift", "remove node", "add node", "move"]), st.integers(0, 199)),
+        max_size=25,
+    )
+)
+def test_a_node_columns_extremes_follow_nodes_added_and_removed_and_pods_lifted(changes):
+    """The lowest and highest value, worked out again from the array by slot when the node holding
+    one moves off it, are those of every node's value, whatever the view did meanwhile: a pod lifted
+    off its node and put back (a bind checked again), nodes added and removed (a new layout)."""
+    view = _small_view()
+    nodes = {n: view.state(n).node for n in view.node_names()}
+    pods = list(view.pods())
+
+    def read() -> None:
+        column = view.column("test/pods", lambda state: float(len(state.pods)))
+        expected = [float(len(s.pods)) for s in view.states_by_name().values()]
+        assert (column.low, column.high) == (min(expected), max(expected))
+
+    read()
+    for change, at in changes:
+        pod = pods[at]
+        if change == "lift" and view.pod(pod.key) is not None:
+            with view.lifted(view.pod(pod.key)):
+                read()
+        elif change == "remove node" and len(view.node_names()) > 1:
+            view.remove_node(view.node_names()[at % len(view.node_names())])
+        elif change == "add node":
+            gone = sorted(set(nodes) - set(view.node_names()))
+            if gone:
+                view.upsert_node(nodes[gone[at % len(gone)]])
+        elif change == "move":
+            view.add_pod(
+                msgspec.structs.replace(pod, node_name=view.node_names()[at % len(view.node_names())])
+            )
+            pods[at] = view.pod(pod.key) or pod
+        read()
+
+
 def test_the_order_the_nodes_are_asked_in_does_not_change_the_decision():
     """kube-scheduler lists the feasible nodes in an order that changes from pod to pod; the decision,
     its random parts included, depends on the nodes asked about, not on their order."""
