@@ -486,19 +486,18 @@ ANSWER_SECONDS = "berth_extender_request_seconds_"
 def answer_times(samples: dict[str, float]) -> dict[str, float]:
     """berth serve's time answering each verb so far and how many it answered, as
     `answer:<verb>:sum` and `answer:<verb>:count`, and its histogram as `answer:<verb>:le:<bound>`
-    (cumulative counts), from berth_extender_request_seconds's samples."""
+    (cumulative counts), from berth_extender_request_seconds's samples (their labels read by
+    prometheus_client's parser)."""
+    page = "".join(f"{name} {value}\n" for name, value in samples.items())
     out = {}
-    for name, value in samples.items():
-        part, _, labels = name.removeprefix(ANSWER_SECONDS).partition("{")
-        pairs = dict(
-            (k, v.strip('"'))
-            for k, v in (label.split("=", 1) for label in labels.rstrip("}").split(",") if "=" in label)
-        )
-        verb = pairs.get("verb")
-        if part in ("sum", "count") and verb:
-            out[f"answer:{verb}:{part}"] = value
-        elif part == "bucket" and verb and "le" in pairs:
-            out[f"answer:{verb}:le:{pairs['le']}"] = value
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            part, labels = sample.name.removeprefix(ANSWER_SECONDS), sample.labels
+            verb = labels.get("verb")
+            if part in ("sum", "count") and verb:
+                out[f"answer:{verb}:{part}"] = sample.value
+            elif part == "bucket" and verb and "le" in labels:
+                out[f"answer:{verb}:le:{labels['le']}"] = sample.value
     return out
 
 
