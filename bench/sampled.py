@@ -1,7 +1,7 @@
 """A pod with no rule, filtered and bound in process over kube-scheduler's sample: warm, and cold.
 
     python -m bench.sampled [--shape plain|preferred|service] [--nodes 5000] [--existing 25000]
-                            [--pods 600] [--steps] [--watch]
+                            [--pods 600] [--steps] [--watch] [--without STEP,STEP...]
 
 On the control plane (`python -m bench --only e2e --e2e-shape plain`) `berth serve`'s filter of such a
 pod costs about 2.2 ms of its thread's CPU at 5000 nodes (500 names a call), where the same call in a
@@ -27,13 +27,17 @@ serve` (the control plane keeps both cores busy, so all of it counts, not only w
 cycle waits for). `--shape preferred` gives every pod, running and new, scheduler_perf's preferred pod
 anti-affinity to its group (the e2e benchmark's preferred shape, run there at 5000 nodes with 5000
 running pods). `--shape service` is the plain shape with each group behind a Service, as a Deployment's
-replicas usually are: kube's system default spreading then applies to every pod.
+replicas usually are: kube's system default spreading then applies to every pod. `--without` takes the
+named steps out of the chain (where an `or` is left with one member, that member stands alone): the
+pods are placed by a shorter chain, so its figures are what sparing those steps' work, and only theirs,
+could win at most (a plan that knew a pod's question needs none of them), not a chain to run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import importlib
 import math
@@ -57,6 +61,8 @@ from berth.cluster.model import Pod
 from berth.cluster.view import ClusterView
 from berth.configure import build_pipeline
 from berth.engine import Step, chain
+from berth.engine.chain import Member, Or, Pipe, flatten
+from berth.engine.pipeline import Pipeline
 from berth.extender import wire
 from berth.extender.app import build_extender
 from berth.extender.placer import Placer, Writes
@@ -245,11 +251,36 @@ class Evictor:
         self.buffer.sum()
 
 
+def without_steps(pipeline: Pipeline, names: set[str]) -> Pipeline:
+    """The pipeline with the named steps taken out of its chain; ValueError naming any it lacks."""
+    missing = names - {s.name for s in flatten(pipeline.chain)}
+    if missing:
+        raise ValueError(f"not a step of the chain: {', '.join(sorted(missing))}")
+
+    def less(member: Member) -> Member | None:
+        if isinstance(member, Pipe | Or):
+            members = tuple(m for m in map(less, member.members) if m is not None)
+            if not members:
+                return None
+            return members[0] if len(members) == 1 and isinstance(member, Or) else type(member)(members)
+        return None if member.name in names else member
+
+    chain = less(pipeline.chain)
+    if chain is None:
+        raise ValueError("no step of the chain would be left")
+    return dataclasses.replace(pipeline, chain=chain)
+
+
 def run(
-    nodes: int, existing: int, pods: int, shape: str = "plain", watch: bool = False
+    nodes: int,
+    existing: int,
+    pods: int,
+    shape: str = "plain",
+    watch: bool = False,
+    without: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[list[list[Any]], list[list[Any]], Counter[str], list[int]]:
     """The table's rows, the floor's rows, the cold filters' time by step, and each cold filter's
-    nanoseconds."""
+    nanoseconds; `without`: steps taken out of the chain (without_steps)."""
     rule = SHAPES[shape]
     view = world(nodes, existing, rule, services=shape in BEHIND_SERVICES)
     order = kube_order(view)
@@ -260,9 +291,10 @@ def run(
     async def binder(pod: Pod, node: str, annotations: dict[str, str]) -> None:
         records[pod.uid] = annotations
 
+    rules = build_pipeline(None, kube_filters=False)
     app = build_extender(
         cluster,
-        rules=build_pipeline(None, kube_filters=False),
+        rules=without_steps(rules, without) if without else rules,
         with_kube=build_pipeline(None, kube_filters=True),
         writes=Writes(bind=binder if watch else _no_binding, record=_no_events),
         kube_sample={PROFILE: 0},
@@ -458,11 +490,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--watch", action="store_true", help="the pod's watch events too: created, bound, started"
     )
+    parser.add_argument(
+        "--without",
+        default="",
+        metavar="STEP,STEP...",
+        help="these steps taken out of the chain: what sparing their work could win at most",
+    )
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.existing < 0 or args.pods < 1:
         parser.error("--nodes and --pods must be at least 1, --existing at least 0")
+    without = {name.strip() for name in args.without.split(",") if name.strip()}
+    try:
+        without_steps(build_pipeline(None, kube_filters=False), without)
+    except ValueError as exc:
+        parser.error(f"--without: {exc}")
     began = time.perf_counter()
-    rows, floors, spent, filters = run(args.nodes, args.existing, args.pods, args.shape, watch=args.watch)
+    rows, floors, spent, filters = run(
+        args.nodes, args.existing, args.pods, args.shape, watch=args.watch, without=without
+    )
+    if without:
+        print(f"The chain without {len(without)} of its steps: {', '.join(sorted(without))}\n")
     print(table("Kube's sample in process: a new pod, warm and cold", HEADERS, rows))
     print(table(FLOOR_TITLE, FLOOR_HEADERS, floors))
     if args.steps:

@@ -297,6 +297,36 @@ def test_the_sampled_benchmark_places_every_pod_warm_and_cold_and_says_where_the
     assert all(_number(r["cold us a filter (mean)"]) >= 0 for r in parts.values())
 
 
+def test_the_sampled_benchmark_without_some_steps_places_every_pod_by_the_rest_of_the_chain(tmp_path):
+    """bench.sampled --without: the named steps leave the chain (an `or` left with one member keeps
+    that member), every pod is still placed, and none of them is timed; a name the chain lacks is
+    refused with its name."""
+    from bench import sampled
+    from berth.configure import build_pipeline
+    from berth.engine.chain import Or, flatten
+
+    gone = ["alloc/hard-filter-large-servers", "alloc/score-next-reboot", "tags/require_with_tag"]
+    small = ["--nodes", "300", "--existing", "600", "--pods", "20"]
+    out = _bench(["bench.sampled", *small, "--steps", "--without", ",".join(gone)], tmp_path)
+    assert f"The chain without 3 of its steps: {', '.join(sorted(gone))}" in out
+    tables = _tables(out)
+    rows = tables["Kube's sample in process: a new pod, warm and cold"]
+    assert {r["verb"] for r in rows} == {"filter", "bind"}
+    timed = {r["step"] for r in tables["Where the cold filter's time goes"]}
+    assert not timed & set(gone) and "kube/default-score" in timed
+
+    pipeline = build_pipeline(None, kube_filters=False)
+    shorter = sampled.without_steps(pipeline, set(gone))
+    names = [s.name for s in flatten(shorter.chain)]
+    assert names == [n for n in pipeline.step_names if n not in gone]
+    # The reserve's `or` lost its first member: the identity stands in its place, not an `or` of one.
+    assert not any(isinstance(m, Or) and len(m.members) < 2 for m in shorter.chain.members)
+    with pytest.raises(ValueError, match="not a step of the chain: alloc/no-such-step"):
+        sampled.without_steps(pipeline, {"alloc/no-such-step", "alloc/score-next-reboot"})
+    with pytest.raises(ValueError, match="no step of the chain would be left"):
+        sampled.without_steps(pipeline, set(pipeline.step_names))
+
+
 def test_the_sampled_benchmark_with_the_watch_counts_every_part_of_a_pod(tmp_path):
     """bench.sampled --watch: besides filter and bind, the bookkeeping after the filter's answer and
     the pod's three watch events, each timed, and each pod's parts summed."""
