@@ -190,7 +190,8 @@ class Step(Generic[P]):
         return None
 
     def event(self, trace: StepTrace, prepared: P, ctx: PodContext) -> Event | None:
-        """An event this step adds to the pod when the pod is placed."""
+        """An event this step adds to the pod when the pod is placed (never asked when the step
+        skipped the pod)."""
         return None
 
     def has_event(self, prepared: P) -> bool:
