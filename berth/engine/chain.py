@@ -113,14 +113,15 @@ def run(member: Member, cands: Candidates, ctx: PodContext) -> Outcome:
 
 def _run(member: Member, cands: Candidates, ctx: PodContext, out: Outcome) -> Candidates:
     """Run `member` over `cands`, adding its removals, columns and step runs to `out`; the nodes kept."""
-    if isinstance(member, Pipe):
+    if type(member) is Pipe:
         kept = cands
         for m in member.members:
             if not kept:
                 break
-            kept = _run(m, kept, ctx, out)
+            # (a step is run from here: a call less for each than through _run)
+            kept = _run(m, kept, ctx, out) if type(m) in _GROUPS else _run_step(m, kept, ctx, out)  # type: ignore[arg-type]
         return kept
-    if isinstance(member, Or):
+    if type(member) is Or:
         last = len(member.members) - 1
         for i, m in enumerate(member.members):
             alt = Outcome(kept=cands)
@@ -132,14 +133,19 @@ def _run(member: Member, cands: Candidates, ctx: PodContext, out: Outcome) -> Ca
                 out.columns.extend(alt.columns)
                 return kept
         return cands  # pragma: no cover - an `or` has at least two members
-    return _run_step(member, cands, ctx, out)
+    return _run_step(member, cands, ctx, out)  # type: ignore[arg-type]
+
+
+_GROUPS = frozenset((Pipe, Or))  # (compared by type: neither is subclassed)
+_UNPREPARED = object()
 
 
 def _prepare(step: Step, ctx: PodContext) -> Any:
     prepared = ctx.prepared
-    if step.name not in prepared:
-        prepared[step.name] = step.prepare(ctx)
-    return prepared[step.name]
+    state = prepared.get(step.name, _UNPREPARED)
+    if state is _UNPREPARED:
+        state = prepared[step.name] = step.prepare(ctx)
+    return state
 
 
 def _answer(step: Step, ask: Callable[..., Any], cands: Candidates, prepared: Any, ctx: PodContext) -> Any:
@@ -147,7 +153,7 @@ def _answer(step: Step, ask: Callable[..., Any], cands: Candidates, prepared: An
     kept with the candidate set when the step declares what it depends on (Step.memo_key), and given
     back to a later decision over the same candidates with the same question in the same state, or
     mended by the step from the one kept when only the state moved."""
-    key = step.memo_key(prepared, ctx)
+    key = None if type(step).memo_key is _UNDECLARED else step.memo_key(prepared, ctx)
     memo = memo_for(ctx.view, cands) if key is not None else None
     if key is None or memo is None:  # not declared, or a candidate set the engine did not make
         answer = ask(cands, prepared, ctx)
@@ -178,44 +184,55 @@ def _kept(answer: Any, state: Any) -> Kept:
 
 def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> Candidates:
     prepared = _prepare(step, ctx)
-    if isinstance(prepared, _Skip):
+    if type(prepared) is _Skip:
         out.runs.append(StepRun(step.name, step.phase, cands, cands, {}, note=f"skipped: {prepared.why}"))
         return cands
+    run_as = _RUN_AS.get(type(step)) or _run_as(step)
+    return run_as(step, cands, prepared, ctx, out)
 
-    column: Column | None = None
-    if isinstance(step, NodeFilter):
-        removed = (
-            _plain_removals(step, cands, prepared, ctx)
-            if _plain
-            else _answer(step, step.removals, cands, prepared, ctx)
-        )
-    elif isinstance(step, SetFilter):
-        removed = (
-            _plain_selected(step, cands, prepared, ctx)
-            if _plain
-            else _answer(step, step.select_among, cands, prepared, ctx)
-        )
-        if step.phase is Phase.SOFT and len(removed) >= len(cands):
-            removed = {}  # a soft filter never empties the set
-    elif isinstance(step, Tier):
-        return _run_tier(step, cands, prepared, ctx, out)
-    elif isinstance(step, Scorer):
-        raws = (
-            _plain_raws(step, cands, prepared, ctx)
-            if _plain
-            else _answer(step, step.raws, cands, prepared, ctx)
-        )
-        column = ScoreColumn(step.name, cands, raws, step.weight)
-        out.columns.append(column)
-        removed = {}
-    else:  # pragma: no cover - every step derives from one of the four
-        raise TypeError(f"step {step.name} has no known phase class")
 
+def _run_node_filter(
+    step: NodeFilter, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome
+) -> Candidates:
+    removed = (
+        _plain_removals(step, cands, prepared, ctx)
+        if _plain
+        else _answer(step, step.removals, cands, prepared, ctx)
+    )
+    return _filtered(step, cands, removed, ctx, out)
+
+
+def _run_set_filter(
+    step: SetFilter, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome
+) -> Candidates:
+    removed = (
+        _plain_selected(step, cands, prepared, ctx)
+        if _plain
+        else _answer(step, step.select_among, cands, prepared, ctx)
+    )
+    if step.phase is Phase.SOFT and len(removed) >= len(cands):
+        removed = {}  # a soft filter never empties the set
+    return _filtered(step, cands, removed, ctx, out)
+
+
+def _filtered(
+    step: Step, cands: Candidates, removed: Mapping[str, Reason], ctx: PodContext, out: Outcome
+) -> Candidates:
     kept = without(ctx.view, cands, removed)
     if removed:
         out.removals.append(removed)
-    out.runs.append(StepRun(step.name, step.phase, cands, kept, removed, scores=column))
+    out.runs.append(StepRun(step.name, step.phase, cands, kept, removed))
     return kept
+
+
+def _run_scorer(step: Scorer, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
+    raws = (
+        _plain_raws(step, cands, prepared, ctx) if _plain else _answer(step, step.raws, cands, prepared, ctx)
+    )
+    column = ScoreColumn(step.name, cands, raws, step.weight)
+    out.columns.append(column)
+    out.runs.append(StepRun(step.name, step.phase, cands, cands, {}, scores=column))
+    return cands
 
 
 def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
@@ -277,6 +294,26 @@ def _tier_outcome(
     out.columns.append(column)
     out.runs.append(StepRun(step.name, step.phase, cands, kept, removed, scores=column))
     return kept
+
+
+_UNDECLARED = Step.memo_key  # a step that does not override it declares nothing: not asked
+# How each step class is run, by its phase class, found once: an isinstance chain for every step of
+# every decision cost more than the whole run of a step that skips.
+_RUN_AS: dict[type, Callable[[Any, Candidates, Any, PodContext, Outcome], Candidates]] = {}
+_PHASE_CLASSES = (
+    (NodeFilter, _run_node_filter),
+    (SetFilter, _run_set_filter),
+    (Tier, _run_tier),
+    (Scorer, _run_scorer),
+)
+
+
+def _run_as(step: Step) -> Callable[[Any, Candidates, Any, PodContext, Outcome], Candidates]:
+    for phase_class, run_as in _PHASE_CLASSES:
+        if isinstance(step, phase_class):
+            _RUN_AS[type(step)] = run_as
+            return run_as
+    raise TypeError(f"step {step.name} has no known phase class")
 
 
 def _first_left_out(cands: Candidates, kept: Candidates, values: Mapping[str, int], best: int) -> str:
