@@ -194,25 +194,30 @@ def _run_step(step: Step, cands: Candidates, ctx: PodContext, out: Outcome) -> C
 def _run_node_filter(
     step: NodeFilter, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome
 ) -> Candidates:
-    removed = (
-        _plain_removals(step, cands, prepared, ctx)
-        if _plain
-        else _answer(step, step.removals, cands, prepared, ctx)
-    )
+    removed = _asked(step, step.removals, _plain_removals, cands, prepared, ctx)
     return _filtered(step, cands, removed, ctx, out)
 
 
 def _run_set_filter(
     step: SetFilter, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome
 ) -> Candidates:
-    removed = (
-        _plain_selected(step, cands, prepared, ctx)
-        if _plain
-        else _answer(step, step.select_among, cands, prepared, ctx)
-    )
+    removed = _asked(step, step.select_among, _plain_selected, cands, prepared, ctx)
     if step.phase is Phase.SOFT and len(removed) >= len(cands):
         removed = {}  # a soft filter never empties the set
     return _filtered(step, cands, removed, ctx, out)
+
+
+def _asked(
+    step: Step,
+    ask: Callable[..., Any],
+    per_node: Callable[..., Any],
+    cands: Candidates,
+    prepared: Any,
+    ctx: PodContext,
+) -> Any:
+    """The step's set-level answer (`ask`, through the engine's memo), or the one its per-node rule
+    gives (`per_node`) while the tests decide on the plain path."""
+    return per_node(step, cands, prepared, ctx) if _plain else _answer(step, ask, cands, prepared, ctx)
 
 
 def _filtered(
@@ -226,9 +231,7 @@ def _filtered(
 
 
 def _run_scorer(step: Scorer, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
-    raws = (
-        _plain_raws(step, cands, prepared, ctx) if _plain else _answer(step, step.raws, cands, prepared, ctx)
-    )
+    raws = _asked(step, step.raws, _plain_raws, cands, prepared, ctx)
     column = ScoreColumn(step.name, cands, raws, step.weight)
     out.columns.append(column)
     out.runs.append(StepRun(step.name, step.phase, cands, cands, {}, scores=column))
@@ -238,11 +241,7 @@ def _run_scorer(step: Scorer, cands: Candidates, prepared: Any, ctx: PodContext,
 def _run_tier(step: Tier, cands: Candidates, prepared: Any, ctx: PodContext, out: Outcome) -> Candidates:
     """Only the nodes with the highest value go on. The step reports the nodes whose value is not 0;
     every other node is at 0."""
-    values = (
-        _plain_values(step, cands, prepared, ctx)
-        if _plain
-        else _answer(step, step.values, cands, prepared, ctx)
-    )
+    values = _asked(step, step.values, _plain_values, cands, prepared, ctx)
     if isinstance(values, ArrayValues):  # every candidate's value, in an array
         best = int(values.array.max()) if len(values) else 0
         at_best = int(np.count_nonzero(values.array == best))
