@@ -1,7 +1,8 @@
 """A pod with no rule, filtered and bound in process over kube-scheduler's sample: warm, and cold.
 
     python -m bench.sampled [--shape plain|preferred|service] [--nodes 5000] [--existing 25000]
-                            [--pods 600] [--steps] [--watch] [--without STEP,STEP...]
+                            [--pods 600] [--steps] [--watch] [--interleaved SHARE]
+                            [--without STEP,STEP...]
 
 On the control plane (`python -m bench --only e2e --e2e-shape plain`) `berth serve`'s filter of such a
 pod costs about 2.2 ms of its thread's CPU at 5000 nodes (500 names a call), where the same call in a
@@ -123,16 +124,24 @@ def kube_order(view: ClusterView, seed: int = 7) -> list[str]:
     return names
 
 
-def kube_asks(order: list[str], start: int, want: int, rng: random.Random, cores: int = 2) -> list[str]:
+def kube_asks(
+    order: list[str],
+    start: int,
+    want: int,
+    rng: random.Random,
+    cores: int = 2,
+    interleaved: float = INTERLEAVED,
+) -> list[str]:
     """The names kube-scheduler's filter call sends when every node fits, in the order it sends them:
     its parallel filter (algorithm.go findNodesThatPassFilters) hands out chunks of the nodes from
     `start` in its order (min(sqrt(n), n / 16 + 1) nodes a chunk, to 16 workers) and writes each
     feasible node at the next place of the list as its check finishes, until `want` fit. On the e2e
     control plane most calls are one worker's run of kube's order (bench/HISTORY.md, "kube's order of
-    the nodes, learned"): here a call is that with the odds measured there (INTERLEAVED), otherwise
+    the nodes, learned"): here a call is that with the odds measured there (`interleaved` of the
+    calls are not: INTERLEAVED by default), otherwise
     `cores` workers' runs interleaved as they happen to finish."""
     n = len(order)
-    if rng.random() >= INTERLEAVED:
+    if rng.random() >= interleaved:
         return [order[(start + k) % n] for k in range(want)]
     chunk = max(1, min(math.isqrt(n), n // 16 + 1))
     handed = 0  # chunks handed out so far
@@ -278,9 +287,11 @@ def run(
     shape: str = "plain",
     watch: bool = False,
     without: set[str] = frozenset(),  # type: ignore[assignment]
+    interleaved: float = INTERLEAVED,
 ) -> tuple[list[list[Any]], list[list[Any]], Counter[str], list[int]]:
     """The table's rows, the floor's rows, the cold filters' time by step, and each cold filter's
-    nanoseconds; `without`: steps taken out of the chain (without_steps)."""
+    nanoseconds; `without`: steps taken out of the chain (without_steps); `interleaved`: the share of
+    filter calls whose names come from kube's workers interleaved (kube_asks)."""
     rule = SHAPES[shape]
     view = world(nodes, existing, rule, services=shape in BEHIND_SERVICES)
     order = kube_order(view)
@@ -353,7 +364,7 @@ def run(
             # asks about it: the filter takes that record for the same resourceVersion
             # (convert.VersionMemo).
             pod_from_k8s(body, record=False, memo=True)
-        names = kube_asks(order, start, sample, draws)
+        names = kube_asks(order, start, sample, draws, interleaved=interleaved)
         start = (start + sample) % len(order)  # every node feasible: kube's next sample starts after
         kept = (await ask("filter", {"Pod": body, "NodeNames": names}, phase, meta["name"]))["NodeNames"]
         if not kept or len(kept) != 1:
@@ -491,6 +502,14 @@ def main(argv: list[str] | None = None) -> int:
         "--watch", action="store_true", help="the pod's watch events too: created, bound, started"
     )
     parser.add_argument(
+        "--interleaved",
+        type=float,
+        default=INTERLEAVED,
+        metavar="SHARE",
+        help="the share of filter calls with kube's workers interleaved, from 0 to 1 (a scale run prints "
+        "its own: berth_filter_node_names_total, decoded against recalled)",
+    )
+    parser.add_argument(
         "--without",
         default="",
         metavar="STEP,STEP...",
@@ -499,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.existing < 0 or args.pods < 1:
         parser.error("--nodes and --pods must be at least 1, --existing at least 0")
+    if not 0 <= args.interleaved <= 1:
+        parser.error("--interleaved: a share from 0 to 1")
     without = {name.strip() for name in args.without.split(",") if name.strip()}
     try:
         without_steps(build_pipeline(None, kube_filters=False), without)
@@ -506,7 +527,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--without: {exc}")
     began = time.perf_counter()
     rows, floors, spent, filters = run(
-        args.nodes, args.existing, args.pods, args.shape, watch=args.watch, without=without
+        args.nodes,
+        args.existing,
+        args.pods,
+        args.shape,
+        watch=args.watch,
+        without=without,
+        interleaved=args.interleaved,
     )
     if without:
         print(f"The chain without {len(without)} of its steps: {', '.join(sorted(without))}\n")

@@ -327,6 +327,32 @@ def test_the_sampled_benchmark_without_some_steps_places_every_pod_by_the_rest_o
         sampled.without_steps(pipeline, set(pipeline.step_names))
 
 
+def test_the_sampled_benchmark_asks_with_kubes_workers_interleaved_at_the_share_given():
+    """bench.sampled --interleaved: at 0 every filter call is one run of kube's order from where the
+    last stopped; at 1 every call interleaves two workers' runs (its names are not one run, yet the same
+    nodes as kube's chunks from there); outside 0..1 it is refused."""
+    import random
+
+    from bench import sampled
+
+    order = [f"node-{i:04d}" for i in range(2000)]
+    rng = random.Random(3)
+    for start in (0, 700, 1900):
+        assert sampled.kube_asks(order, start, 400, rng, interleaved=0.0) == [
+            order[(start + k) % 2000] for k in range(400)
+        ]
+        asked = sampled.kube_asks(order, start, 400, rng, interleaved=1.0)
+        assert len(set(asked)) == 400 and asked != [order[(start + k) % 2000] for k in range(400)]
+        assert {order.index(n) for n in asked} <= {(start + k) % 2000 for k in range(2 * 400)}
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.sampled", "--interleaved", "1.5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "--interleaved: a share from 0 to 1" in result.stderr
+
+
 def test_the_sampled_benchmark_with_the_watch_counts_every_part_of_a_pod(tmp_path):
     """bench.sampled --watch: besides filter and bind, the bookkeeping after the filter's answer and
     the pod's three watch events, each timed, and each pod's parts summed."""
