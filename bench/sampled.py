@@ -286,7 +286,7 @@ def run(
     pods: int,
     shape: str = "plain",
     watch: bool = False,
-    without: set[str] = frozenset(),  # type: ignore[assignment]
+    without: frozenset[str] | set[str] = frozenset(),
     interleaved: float = INTERLEAVED,
 ) -> tuple[list[list[Any]], list[list[Any]], Counter[str], list[int]]:
     """The table's rows, the floor's rows, the cold filters' time by step, and each cold filter's

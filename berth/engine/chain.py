@@ -118,8 +118,11 @@ def _run(member: Member, cands: Candidates, ctx: PodContext, out: Outcome) -> Ca
         for m in member.members:
             if not kept:
                 break
-            # (a step is run from here: a call less for each than through _run)
-            kept = _run(m, kept, ctx, out) if type(m) in _GROUPS else _run_step(m, kept, ctx, out)  # type: ignore[arg-type]
+            if type(m) in _GROUPS:
+                kept = _run(m, kept, ctx, out)
+                continue
+            # A step is run from here: a call less for each than through _run.
+            kept = _run_step(m, kept, ctx, out)  # type: ignore[arg-type]
         return kept
     if type(member) is Or:
         last = len(member.members) - 1
@@ -138,6 +141,7 @@ def _run(member: Member, cands: Candidates, ctx: PodContext, out: Outcome) -> Ca
 
 _GROUPS = frozenset((Pipe, Or))  # (compared by type: neither is subclassed)
 _UNPREPARED = object()
+_UNDECLARED = Step.memo_key  # a step that does not override it declares nothing: not asked
 
 
 def _prepare(step: Step, ctx: PodContext) -> Any:
@@ -295,7 +299,6 @@ def _tier_outcome(
     return kept
 
 
-_UNDECLARED = Step.memo_key  # a step that does not override it declares nothing: not asked
 # How each step class is run, by its phase class, found once: an isinstance chain for every step of
 # every decision cost more than the whole run of a step that skips.
 _RUN_AS: dict[type, Callable[[Any, Candidates, Any, PodContext, Outcome], Candidates]] = {}
